@@ -1,0 +1,24 @@
+"""Domain types: immutable, self-validating, no I/O."""
+
+from onecluster.model._circuit import Circuit, LatencyObjective
+from onecluster.model._dataset import Dataset
+from onecluster.model._fabric import Fabric
+from onecluster.model._job import TERMINAL_STATES, JobSpec, JobState, PriorityClass, SitePart
+from onecluster.model._site import BACKENDS, GpuPool, Site
+from onecluster.model._team import Team
+
+__all__ = [
+    "BACKENDS",
+    "TERMINAL_STATES",
+    "Circuit",
+    "Dataset",
+    "Fabric",
+    "GpuPool",
+    "JobSpec",
+    "JobState",
+    "LatencyObjective",
+    "PriorityClass",
+    "Site",
+    "SitePart",
+    "Team",
+]

@@ -1,0 +1,103 @@
+"""Jobs: what a researcher asks for, and the states a job moves through."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from onecluster.errors import ValidationError
+from onecluster.model._checks import check_name, check_non_negative, check_positive
+
+__all__ = ["TERMINAL_STATES", "JobSpec", "JobState", "PriorityClass", "SitePart"]
+
+
+class PriorityClass(enum.IntEnum):
+    """Priority classes; a higher value is served first and may preempt lower pre-emptible work."""
+
+    LOW = 0
+    NORMAL = 50
+    HIGH = 100
+    CRITICAL = 200
+
+    @classmethod
+    def parse(cls, text: str) -> PriorityClass:
+        """``'high'`` → :attr:`HIGH`; a clear error for anything else."""
+        try:
+            return cls[text.strip().upper()]
+        except KeyError:
+            names = ", ".join(p.name.lower() for p in cls)
+            msg = f"unknown priority class {text!r}; use one of {names}"
+            raise ValidationError(msg) from None
+
+
+class JobState(enum.StrEnum):
+    """Where a job is in its life.  Every submitted job ends in a terminal state.
+
+    ``pending → running → (completed | failed)``; ``running → preempting → pending`` (requeued,
+    never lost); ``* → cancelling → cancelled``.
+    """
+
+    PENDING = "pending"
+    RUNNING = "running"
+    PREEMPTING = "preempting"
+    CANCELLING = "cancelling"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+#: States a job never leaves.
+TERMINAL_STATES = frozenset({JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobSpec:
+    """What a researcher submits: a compute spec and a dataset, never a site.
+
+    ``gpu_types`` lists acceptable GPU types (empty: any).  ``max_sites`` > 1 lets the gang
+    span several sites (for cross-site training); otherwise all its GPUs are in one site.
+    ``duration_s`` is the researcher's estimate, used for backfill and reports.
+    """
+
+    team: str
+    gpus: int
+    duration_s: float
+    name: str = "job"
+    gpu_types: tuple[str, ...] = ()
+    dataset: str | None = None
+    dataset_bytes: int = 0
+    priority: PriorityClass = PriorityClass.NORMAL
+    preemptible: bool = False
+    command: tuple[str, ...] = ()
+    max_sites: int = 1
+
+    def __post_init__(self) -> None:
+        check_name("team", self.team)
+        if not isinstance(self.gpus, int) or self.gpus < 1:
+            msg = f"a job needs at least 1 GPU (got {self.gpus})"
+            raise ValidationError(msg)
+        check_positive("the estimated duration", self.duration_s)
+        check_non_negative("the dataset size", self.dataset_bytes)
+        check_positive("max_sites", self.max_sites)
+        if self.dataset is not None:
+            check_name("dataset", self.dataset)
+        object.__setattr__(self, "gpu_types", tuple(self.gpu_types))
+        object.__setattr__(self, "command", tuple(self.command))
+
+    def accepts(self, gpu_type: str) -> bool:
+        """Whether this job may run on ``gpu_type``."""
+        return not self.gpu_types or gpu_type in self.gpu_types
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SitePart:
+    """The part of a job's gang placed at one site: ``gpus`` GPUs of ``gpu_type``."""
+
+    site: str
+    gpu_type: str
+    gpus: int
+
+    def __post_init__(self) -> None:
+        if self.gpus < 1:
+            msg = f"a placement part needs at least 1 GPU (got {self.gpus})"
+            raise ValidationError(msg)
