@@ -52,7 +52,7 @@ def parse_fabric(text: str, *, source: str = "<fabric>") -> Fabric:
     objectives = [_objective(n, source, lines) for n in root.seq("objectives")]
     try:
         return Fabric(
-            name=root.str("fabric", "fabric"),
+            name=root.text("fabric", "fabric"),
             sites=tuple(sites),
             circuits=tuple(circuits),
             teams=tuple(teams),
@@ -74,7 +74,7 @@ def _guard(m: MapNode, build: type, **kwargs: object) -> object:
 
 def _site(node: yaml.Node, source: str, lines: dict[str, int]) -> Site:
     m = MapNode(node, source, "a site")
-    name = m.str("name")
+    name = m.text("name")
     m.what = f"site {name}"
     m.check_keys({"name", "region", "jurisdiction", "backend", "controls_export", "pools"})
     pools = []
@@ -84,7 +84,7 @@ def _site(node: yaml.Node, source: str, lines: dict[str, int]) -> Site:
         pool = _guard(
             pm,
             GpuPool,
-            gpu_type=pm.str("gpu_type"),
+            gpu_type=pm.text("gpu_type"),
             count=pm.integer("count"),
             cost_per_gpu_hour=pm.number("cost_per_gpu_hour", 0.0),
         )
@@ -94,9 +94,9 @@ def _site(node: yaml.Node, source: str, lines: dict[str, int]) -> Site:
         m,
         Site,
         name=name,
-        region=m.str("region"),
-        jurisdiction=m.str("jurisdiction"),
-        backend=m.str("backend", "local"),
+        region=m.text("region"),
+        jurisdiction=m.text("jurisdiction"),
+        backend=m.text("backend", "local"),
         controls_export=m.boolean("controls_export", default=False),
         pools=tuple(pools),
     )
@@ -106,10 +106,19 @@ def _site(node: yaml.Node, source: str, lines: dict[str, int]) -> Site:
 
 def _circuit(node: yaml.Node, source: str, lines: dict[str, int]) -> Circuit:
     m = MapNode(node, source, "a circuit")
-    name = m.str("name")
+    name = m.text("name")
     m.what = f"circuit {name}"
     m.check_keys(
-        {"name", "between", "capacity_gbps", "rtt_ms", "loss", "distance_km", "parallel", "risk_group"}
+        {
+            "name",
+            "between",
+            "capacity_gbps",
+            "rtt_ms",
+            "loss",
+            "distance_km",
+            "parallel",
+            "risk_group",
+        }
     )
     ends = m.str_list("between", required=True)
     if len(ends) != 2:
@@ -126,7 +135,7 @@ def _circuit(node: yaml.Node, source: str, lines: dict[str, int]) -> Circuit:
         loss=m.number("loss", 0.0),
         distance_km=m.number("distance_km", 0.0),
         parallel=m.integer("parallel", 1),
-        risk_group=m.str("risk_group", name),
+        risk_group=m.text("risk_group", name),
     )
     assert isinstance(circuit, Circuit)
     return circuit
@@ -134,7 +143,7 @@ def _circuit(node: yaml.Node, source: str, lines: dict[str, int]) -> Circuit:
 
 def _team(node: yaml.Node, source: str, lines: dict[str, int]) -> Team:
     m = MapNode(node, source, "a team")
-    name = m.str("name")
+    name = m.text("name")
     m.what = f"team {name}"
     m.check_keys({"name", "home_site", "weight", "quota"})
     quota: dict[str, int] = {}
@@ -149,7 +158,12 @@ def _team(node: yaml.Node, source: str, lines: dict[str, int]) -> Team:
                 qm.fail(value, f"quota of team {name} for {gpu_type} must be a whole number")
     lines[f"team:{name}"] = m.line
     team = _guard(
-        m, Team, name=name, home_site=m.str("home_site"), weight=m.number("weight", 1.0), quota=quota
+        m,
+        Team,
+        name=name,
+        home_site=m.text("home_site"),
+        weight=m.number("weight", 1.0),
+        quota=quota,
     )
     assert isinstance(team, Team)
     return team
@@ -157,7 +171,7 @@ def _team(node: yaml.Node, source: str, lines: dict[str, int]) -> Team:
 
 def _dataset(node: yaml.Node, source: str, lines: dict[str, int]) -> Dataset:
     m = MapNode(node, source, "a dataset")
-    name = m.str("name")
+    name = m.text("name")
     m.what = f"dataset {name}"
     m.check_keys({"name", "size_gb", "sites"})
     lines[f"dataset:{name}"] = m.line
@@ -185,7 +199,7 @@ def _objective(node: yaml.Node, source: str, lines: dict[str, int]) -> LatencyOb
         a=ends[0],
         b=ends[1],
         max_rtt_ms=m.number("max_rtt_ms"),
-        reason=m.str("reason", "-"),
+        reason=m.text("reason", "-"),
     )
     assert isinstance(obj, LatencyObjective)
     return obj

@@ -80,7 +80,7 @@ class MapNode:
         assert isinstance(node, yaml.ScalarNode)
         return node
 
-    def str(self, key: str, default: str | None = None) -> str:
+    def text(self, key: str, default: str | None = None) -> str:
         """A string field; required unless ``default`` is given."""
         node = self._scalar(key, default is None)
         if node is None:
@@ -111,7 +111,9 @@ class MapNode:
         try:
             return int(node.value)
         except ValueError:
-            self.fail(node, f"field {key!r} of {self.what} must be a whole number, not {node.value!r}")
+            self.fail(
+                node, f"field {key!r} of {self.what} must be a whole number, not {node.value!r}"
+            )
             raise
 
     def boolean(self, key: str, default: bool) -> bool:

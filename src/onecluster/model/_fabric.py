@@ -45,7 +45,9 @@ class Fabric:
                 if end not in sites:
                     msg = f"circuit {c.name} ends at unknown site {end!r}"
                     raise FabricError(
-                        msg, hint=f"known sites: {', '.join(sorted(sites))}", subject=f"circuit:{c.name}"
+                        msg,
+                        hint=f"known sites: {', '.join(sorted(sites))}",
+                        subject=f"circuit:{c.name}",
                     )
         for t in self.teams:
             if t.home_site not in sites:

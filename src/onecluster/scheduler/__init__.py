@@ -1,0 +1,42 @@
+"""The scheduler core: admission, placement, quotas, fair share, preemption, backfill.
+
+Pure: the live server and the simulator both call :meth:`Scheduler.plan` with the state they
+observe and apply the :class:`Plan` it returns.
+"""
+
+from onecluster.scheduler._admission import admit, largest_gang
+from onecluster.scheduler._config import POLICY_KINDS, PlacementWeights, PolicyConfig, PolicyKind
+from onecluster.scheduler._ledger import AllocationLedger, PoolKey
+from onecluster.scheduler._network import StagingPaths
+from onecluster.scheduler._queue import PendingQueue
+from onecluster.scheduler._scheduler import Scheduler
+from onecluster.scheduler._state import (
+    Allocation,
+    ClusterView,
+    PassStats,
+    PendingJob,
+    Plan,
+    Preempt,
+    Start,
+)
+
+__all__ = [
+    "POLICY_KINDS",
+    "Allocation",
+    "AllocationLedger",
+    "ClusterView",
+    "PassStats",
+    "PendingJob",
+    "PendingQueue",
+    "PlacementWeights",
+    "Plan",
+    "PolicyConfig",
+    "PolicyKind",
+    "PoolKey",
+    "Preempt",
+    "Scheduler",
+    "StagingPaths",
+    "Start",
+    "admit",
+    "largest_gang",
+]

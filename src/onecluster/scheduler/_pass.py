@@ -1,0 +1,315 @@
+"""One scheduling pass: the mutable scratch state of a single call to ``Scheduler.plan``.
+
+Nothing here outlives the pass or touches the caller's queue and ledger; the pass copies the
+few sums it changes (free GPUs per pool, quota used per team) and records its decisions.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+
+from onecluster.model import Fabric, SitePart
+from onecluster.scheduler._config import PolicyConfig
+from onecluster.scheduler._ledger import AllocationLedger, PoolKey
+from onecluster.scheduler._network import StagingPaths
+from onecluster.scheduler._preemption import VictimChoice, choose_victims
+from onecluster.scheduler._reservations import Reservation
+from onecluster.scheduler._state import ClusterView, PassStats, PendingJob, Preempt, Start
+
+__all__ = ["Outcome", "PassState", "PoolInfo"]
+
+
+@dataclass(frozen=True, slots=True)
+class PoolInfo:
+    """A pool as the scheduler indexes it."""
+
+    key: PoolKey
+    site: str
+    gpu_type: str
+    count: int
+    cost_per_gpu_hour: float
+
+
+class Outcome:
+    """What happened to a candidate job."""
+
+    STARTED = "started"
+    WAITING = "waiting"  # holds GPUs freed by preemption; starts in a later pass
+    DEFERRED = "deferred"  # could only borrow; retried after every in-quota job
+    BLOCKED = "blocked"
+
+
+class PassState:
+    """Scratch state of one pass over the pending queue."""
+
+    def __init__(
+        self,
+        *,
+        fabric: Fabric,
+        config: PolicyConfig,
+        pools: tuple[PoolInfo, ...],
+        ledger: AllocationLedger,
+        view: ClusterView,
+        now: float,
+    ) -> None:
+        self.fabric = fabric
+        self.config = config
+        self.ledger = ledger
+        self.view = view
+        self.now = now
+        self.pools = tuple(p for p in pools if p.site not in view.down_sites)
+        self.free = {p.key: max(p.count - ledger.used.get(p.key, 0), 0) for p in self.pools}
+        self.total_free = sum(self.free.values())
+        self.draining = {p.key: ledger.draining.get(p.key, 0) for p in self.pools}
+        self.nominal_added: dict[tuple[str, str], int] = defaultdict(int)
+        self.team_added: dict[str, int] = defaultdict(int)
+        self.taken: set[str] = set()
+        self.reservations: dict[PoolKey, Reservation] = {}
+        self.starts: list[Start] = []
+        self.preempts: list[Preempt] = []
+        self.considered = 0
+        self.waiting = 0
+        self.blocked = 0
+        self._paths: StagingPaths | None = None
+
+    # -- sums ------------------------------------------------------------------------------
+
+    def share(self, team: str) -> float:
+        """GPUs the team holds (after this pass's starts) divided by its weight."""
+        t = self.fabric.team(team)
+        weight = t.weight if t is not None else 1.0
+        return (self.ledger.team_gpus.get(team, 0) + self.team_added[team]) / weight
+
+    def nominal_room(self, team: str, gpu_type: str) -> float:
+        """GPUs of ``gpu_type`` the team may still take within quota."""
+        if not self.config.quotas:
+            return math.inf
+        t = self.fabric.team(team)
+        quota = t.quota_for(gpu_type) if t is not None else None
+        if quota is None:
+            return math.inf
+        used = self.ledger.nominal.get(team, {}).get(gpu_type, 0)
+        return quota - used - self.nominal_added[(team, gpu_type)]
+
+    def exhausted(self) -> bool:
+        """Nothing more can happen this pass: no free GPU and nothing to preempt."""
+        if self.total_free > 0:
+            return False
+        if not self.config.quotas:
+            return True
+        return not any(self.ledger.victim_gpus.values()) and not any(self.draining.values())
+
+    def stats(self, pending: int) -> PassStats:
+        """Counters for this pass."""
+        return PassStats(
+            pending=pending,
+            considered=self.considered,
+            started=len(self.starts),
+            preempted=len(self.preempts),
+            waiting_on_preemption=self.waiting,
+            blocked_shapes=self.blocked,
+            reservations=len(self.reservations),
+        )
+
+    # -- candidates --------------------------------------------------------------------------
+
+    def candidates(self, job: PendingJob) -> list[PoolInfo]:
+        """Pools this job may use: acceptable type, site up, allowed by pin or home rule."""
+        spec = job.spec
+        site = job.pinned_site
+        if site is None and self.config.home_only:
+            team = self.fabric.team(spec.team)
+            site = team.home_site if team is not None else None
+        return [
+            p
+            for p in self.pools
+            if (site is None or p.site == site)
+            and (not spec.gpu_types or p.gpu_type in spec.gpu_types)
+        ]
+
+    def staging(self, job: PendingJob, site: str) -> tuple[int, float]:
+        """(missing bytes, seconds to stage them) for ``job``'s dataset at ``site``."""
+        spec = job.spec
+        if spec.dataset is None or spec.dataset_bytes <= 0:
+            return 0, 0.0
+        sources = self.view.replicas.get(spec.dataset)
+        if not sources or site in sources:
+            return 0, 0.0
+        if self._paths is None:
+            self._paths = StagingPaths(self.fabric, self.view.circuit_load, self.view.down_sites)
+        return spec.dataset_bytes, self._paths.staging_seconds(spec.dataset_bytes, sources, site)
+
+    # -- decisions -----------------------------------------------------------------------------
+
+    def try_start(self, job: PendingJob, *, allow_borrow: bool) -> bool:
+        """Start ``job`` on the best pool with free GPUs now; ``False`` if none fits."""
+        spec = job.spec
+        g = spec.gpus
+        w = self.config.weights
+        best: tuple[float, PoolInfo, bool, int, float] | None = None
+        for p in self.candidates(job):
+            f = self.free[p.key]
+            if f < g:
+                continue
+            borrowed = self.nominal_room(spec.team, p.gpu_type) < g
+            if borrowed and not allow_borrow:
+                continue
+            res = self.reservations.get(p.key)
+            if res is not None and not res.allows(
+                ledger=self.ledger, free_now=f, now=self.now, gpus=g, duration=spec.duration_s
+            ):
+                continue
+            missing, staging_s = self.staging(job, p.site)
+            if math.isinf(staging_s):
+                continue
+            score = (
+                staging_s
+                + w.cost_s_per_unit * p.cost_per_gpu_hour * g * spec.duration_s / 3600.0
+                + (w.borrowed_penalty_s if borrowed else 0.0)
+                + w.packing_s * (f - g) / p.count
+            )
+            if best is None or score < best[0]:
+                best = (score, p, borrowed, missing, staging_s)
+        if best is not None:
+            score, p, borrowed, missing, staging_s = best
+            res = self.reservations.get(p.key)
+            if res is not None:
+                res.consume(now=self.now, gpus=g, duration=spec.duration_s)
+            self._commit(
+                job,
+                (SitePart(site=p.site, gpu_type=p.gpu_type, gpus=g),),
+                borrowed,
+                missing=missing,
+                staging_s=staging_s,
+                score=score,
+            )
+            return True
+        if spec.max_sites > 1:
+            return self._try_span(job, allow_borrow=allow_borrow)
+        return False
+
+    def _try_span(self, job: PendingJob, *, allow_borrow: bool) -> bool:
+        """Place a multi-site gang over the fewest sites with free GPUs of one type."""
+        spec = job.spec
+        by_type: dict[str, list[PoolInfo]] = defaultdict(list)
+        for p in self.candidates(job):
+            if self.free[p.key] > 0 and p.key not in self.reservations:
+                by_type[p.gpu_type].append(p)
+        options: list[tuple[bool, int, list[SitePart]]] = []
+        for gpu_type, pools in by_type.items():
+            borrowed = self.nominal_room(spec.team, gpu_type) < spec.gpus
+            if borrowed and not allow_borrow:
+                continue
+            pools.sort(key=lambda p: -self.free[p.key])
+            parts: list[SitePart] = []
+            left = spec.gpus
+            for p in pools[: spec.max_sites]:
+                take = min(self.free[p.key], left)
+                parts.append(SitePart(site=p.site, gpu_type=gpu_type, gpus=take))
+                left -= take
+                if left == 0:
+                    options.append((borrowed, len(parts), parts))
+                    break
+        if not options:
+            return False
+        borrowed, _, parts = min(options, key=lambda o: (o[0], o[1]))
+        self._commit(job, tuple(parts), borrowed, missing=0, staging_s=0.0, score=0.0)
+        return True
+
+    def _commit(
+        self,
+        job: PendingJob,
+        parts: tuple[SitePart, ...],
+        borrowed: bool,
+        *,
+        missing: int,
+        staging_s: float,
+        score: float,
+    ) -> None:
+        spec = job.spec
+        for part in parts:
+            self.free[(part.site, part.gpu_type)] -= part.gpus
+            self.total_free -= part.gpus
+            if not borrowed:
+                self.nominal_added[(spec.team, part.gpu_type)] += part.gpus
+        self.team_added[spec.team] += spec.gpus
+        self.starts.append(
+            Start(
+                job_id=job.job_id,
+                parts=parts,
+                borrowed=borrowed,
+                preemptible=borrowed or spec.preemptible,
+                missing_bytes=missing,
+                staging_s=staging_s,
+                score=score,
+            )
+        )
+
+    def can_borrow_now(self, job: PendingJob) -> bool:
+        """Whether some pool has room for ``job`` as borrowed work right now."""
+        return any(self.free[p.key] >= job.spec.gpus for p in self.candidates(job))
+
+    def try_preempt(self, job: PendingJob) -> bool:
+        """Claim GPUs for an in-quota job by preempting borrowed or lower-priority work."""
+        spec = job.spec
+        if not self.config.quotas or spec.preemptible or spec.max_sites > 1:
+            return False
+        g = spec.gpus
+        best: tuple[float, PoolInfo, VictimChoice | None] | None = None
+        for p in self.candidates(job):
+            if self.nominal_room(spec.team, p.gpu_type) < g:
+                continue
+            have = self.free[p.key] + self.draining[p.key]
+            if have >= g:
+                choice: VictimChoice | None = None
+                lost = 0.0
+            else:
+                if self.ledger.victim_gpus.get(p.key, 0) < g - have:
+                    continue
+                choice = choose_victims(
+                    self.ledger.in_pool(p.key),
+                    pool=p.key,
+                    need=g - have,
+                    priority=int(spec.priority),
+                    now=self.now,
+                    taken=self.taken,
+                )
+                if choice is None:
+                    continue
+                lost = choice.lost_gpu_s
+            if best is None or lost < best[0]:
+                best = (lost, p, choice)
+        if best is None:
+            return False
+        _, p, choice = best
+        from_free = min(self.free[p.key], g)
+        self.free[p.key] -= from_free
+        self.total_free -= from_free
+        from_draining = min(self.draining[p.key], g - from_free)
+        self.draining[p.key] -= from_draining
+        self.nominal_added[(spec.team, p.gpu_type)] += g
+        for victim in choice.victims if choice else ():
+            self.taken.add(victim.job_id)
+            reason = (
+                "borrowed GPUs reclaimed by their owner"
+                if victim.borrowed
+                else (f"pre-empted by higher-priority job {job.job_id}")
+            )
+            self.preempts.append(
+                Preempt(job_id=victim.job_id, for_job_id=job.job_id, reason=reason)
+            )
+        self.waiting += 1
+        return True
+
+    def reserve(self, job: PendingJob) -> None:
+        """Hold a blocked job's place in the pool closest to fitting it (EASY backfill)."""
+        if not self.config.backfill or job.spec.max_sites > 1:
+            return
+        pools = [p for p in self.candidates(job) if p.count >= job.spec.gpus]
+        pools = [p for p in pools if p.key not in self.reservations]
+        if not pools:
+            return
+        p = max(pools, key=lambda p: (self.free[p.key], p.count))
+        self.reservations[p.key] = Reservation(pool=p.key, gpus=job.spec.gpus)
