@@ -36,6 +36,7 @@ class Outcome:
     """What happened to a candidate job."""
 
     STARTED = "started"
+    HELD_BACK = "held_back"  # fits in free GPUs but would delay a reserved job; skip just it
     WAITING = "waiting"  # holds GPUs freed by preemption; starts in a later pass
     DEFERRED = "deferred"  # could only borrow; retried after every in-quota job
     BLOCKED = "blocked"
@@ -143,11 +144,17 @@ class PassState:
 
     # -- decisions -----------------------------------------------------------------------------
 
-    def try_start(self, job: PendingJob, *, allow_borrow: bool) -> bool:
-        """Start ``job`` on the best pool with free GPUs now; ``False`` if none fits."""
+    def try_start(self, job: PendingJob, *, allow_borrow: bool) -> str:
+        """Start ``job`` on the best pool with free GPUs now.
+
+        Returns :attr:`Outcome.STARTED`, :attr:`Outcome.HELD_BACK` (it would fit but only by
+        delaying a reserved job: a shorter job of the same shape may still backfill) or
+        :attr:`Outcome.BLOCKED`.
+        """
         spec = job.spec
         g = spec.gpus
         w = self.config.weights
+        held_back = False
         best: tuple[float, PoolInfo, bool, int, float] | None = None
         for p in self.candidates(job):
             f = self.free[p.key]
@@ -160,6 +167,7 @@ class PassState:
             if res is not None and not res.allows(
                 ledger=self.ledger, free_now=f, now=self.now, gpus=g, duration=spec.duration_s
             ):
+                held_back = True
                 continue
             missing, staging_s = self.staging(job, p.site)
             if math.isinf(staging_s):
@@ -185,10 +193,10 @@ class PassState:
                 staging_s=staging_s,
                 score=score,
             )
-            return True
-        if spec.max_sites > 1:
-            return self._try_span(job, allow_borrow=allow_borrow)
-        return False
+            return Outcome.STARTED
+        if spec.max_sites > 1 and self._try_span(job, allow_borrow=allow_borrow):
+            return Outcome.STARTED
+        return Outcome.HELD_BACK if held_back else Outcome.BLOCKED
 
     def _try_span(self, job: PendingJob, *, allow_borrow: bool) -> bool:
         """Place a multi-site gang over the fewest sites with free GPUs of one type."""
@@ -249,7 +257,18 @@ class PassState:
 
     def can_borrow_now(self, job: PendingJob) -> bool:
         """Whether some pool has room for ``job`` as borrowed work right now."""
-        return any(self.free[p.key] >= job.spec.gpus for p in self.candidates(job))
+        spec = job.spec
+        pools = self.candidates(job)
+        if any(self.free[p.key] >= spec.gpus for p in pools):
+            return True
+        if spec.max_sites == 1:
+            return False
+        by_type: dict[str, list[int]] = defaultdict(list)
+        for p in pools:
+            by_type[p.gpu_type].append(self.free[p.key])
+        return any(
+            sum(sorted(free, reverse=True)[: spec.max_sites]) >= spec.gpus for free in by_type.values()
+        )
 
     def try_preempt(self, job: PendingJob) -> bool:
         """Claim GPUs for an in-quota job by preempting borrowed or lower-priority work."""

@@ -72,15 +72,22 @@ class Scheduler:
         )
 
 
+#: How many jobs of one bucket a pass may skip because each would delay a reserved job
+#: before it gives up on the bucket (Slurm's ``bf_max_job_test`` plays the same role): it
+#: bounds a pass's work when a long queue of long jobs sits behind a reservation.
+BACKFILL_DEPTH = 64
+
+
 class _Cursor:
     """Walks one bucket's live jobs in order during a pass."""
 
-    __slots__ = ("bucket", "index", "queue")
+    __slots__ = ("bucket", "held_back", "index", "queue")
 
     def __init__(self, queue: PendingQueue, bucket: Bucket) -> None:
         self.queue = queue
         self.bucket = bucket
         self.index = 0
+        self.held_back = 0
 
     def head(self) -> tuple[tuple[float, int, str], PendingJob] | None:
         entries = self.bucket.entries
@@ -108,7 +115,7 @@ def _serve_fifo(state: PassState, queue: PendingQueue) -> None:
         if found is None:
             continue
         state.considered += 1
-        if not state.try_start(found[1], allow_borrow=True):
+        if state.try_start(found[1], allow_borrow=True) != Outcome.STARTED:
             state.blocked += 1
             return  # strict first-come: the head blocks everyone behind it
         c.index += 1
@@ -158,6 +165,9 @@ def _serve_level(
         outcome = _decide(state, job, borrow_phase=borrow_phase)
         if outcome in (Outcome.STARTED, Outcome.WAITING):
             cursor.index += 1
+        elif outcome == Outcome.HELD_BACK and cursor.held_back < BACKFILL_DEPTH:
+            cursor.index += 1
+            cursor.held_back += 1
         else:
             # Capacity only shrinks during a pass, so nothing behind this head fits either.
             cursors.remove(cursor)
@@ -171,10 +181,9 @@ def _serve_level(
 
 
 def _decide(state: PassState, job: PendingJob, *, borrow_phase: bool) -> str:
-    if state.try_start(job, allow_borrow=borrow_phase or not state.config.quotas):
-        return Outcome.STARTED
-    if borrow_phase:
-        return Outcome.BLOCKED
+    outcome = state.try_start(job, allow_borrow=borrow_phase or not state.config.quotas)
+    if outcome != Outcome.BLOCKED or borrow_phase:
+        return outcome
     if state.config.quotas and state.can_borrow_now(job):
         return Outcome.DEFERRED
     if state.try_preempt(job):
