@@ -1,0 +1,77 @@
+"""``run_agent``: build the backend and the agent from an :class:`AgentConfig` and run it."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+
+from onecluster.agent._agent import Agent
+from onecluster.agent._config import AgentConfig
+from onecluster.backends import LocalBackend
+from onecluster.errors import PlatformError
+
+__all__ = ["run_agent"]
+
+_log = logging.getLogger("onecluster.agent")
+
+
+def run_agent(config: AgentConfig, *, stop: threading.Event | None = None) -> int:
+    """Run the agent for ``config.site`` until SIGTERM/SIGINT (or ``stop`` is set); blocking.
+
+    Returns a process exit code: 0 after a clean shutdown, or the ``exit_code`` of the
+    :class:`PlatformError` that prevented starting (bad fabric file, unknown site, work
+    directory not writable), whose message is logged.  Running jobs are stopped on the way
+    out (see :mod:`onecluster.agent`).  Signal handlers are installed only when called from the
+    main thread, and restored afterwards.
+    """
+    stop = stop or threading.Event()
+    try:
+        pools = config.resolved_pools()
+        work_dir = config.resolved_work_dir()
+        try:
+            backend = LocalBackend(config.site, pools, work_dir)
+        except OSError as exc:
+            msg = f"cannot use {work_dir} as the agent's work directory: {exc.strerror or exc}"
+            raise PlatformError(msg, hint="pass a writable --work-dir") from exc
+    except PlatformError as exc:
+        _log.error("the agent for site %s cannot start: %s", config.site, exc.message)
+        if exc.hint:
+            _log.error("hint: %s", exc.hint)
+        return exc.exit_code
+    agent = Agent(
+        config.site,
+        backend,
+        config.server_url,
+        config.token,
+        heartbeat_interval_s=config.heartbeat_interval_s,
+        max_backoff_s=config.max_backoff_s,
+        stop_grace_s=config.stop_grace_s,
+        log_chunk_bytes=config.log_chunk_bytes,
+        request_timeout_s=config.request_timeout_s,
+    )
+    with _stopped_by_signals(stop):
+        agent.run(stop)
+    return 0
+
+
+@contextmanager
+def _stopped_by_signals(stop: threading.Event) -> Iterator[None]:
+    """Set ``stop`` on SIGTERM or SIGINT while inside (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handle(signum: int, _frame: FrameType | None) -> None:
+        _log.info("received %s; stopping the agent", signal.Signals(signum).name)
+        stop.set()
+
+    previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)

@@ -1,0 +1,95 @@
+"""The agent's one call to the control plane: ``POST /api/v1/agents/{site}/sync``.
+
+:class:`SyncLink` is the seam (the SDK's ``Client.agent_sync`` has the same shape);
+:class:`ServerLink` implements it with httpx and translates every failure into the
+:mod:`onecluster.errors` tree: unreachable server or 5xx → :class:`UnavailableError`,
+401/403 → :class:`AuthError`/:class:`ForbiddenError`, a reply that is not the contract's JSON →
+:class:`ValidationError`.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import httpx
+import pydantic
+
+from onecluster.errors import (
+    AuthError,
+    ConflictError,
+    ForbiddenError,
+    NotFoundError,
+    PlatformError,
+    UnavailableError,
+    ValidationError,
+)
+from onecluster.schema import AgentSync, AgentSyncReply
+
+__all__ = ["ServerLink", "SyncLink"]
+
+_BY_STATUS: dict[int, type[PlatformError]] = {
+    401: AuthError,
+    403: ForbiddenError,
+    404: NotFoundError,
+    409: ConflictError,
+}
+
+
+class SyncLink(Protocol):
+    """Something that delivers one sync body and returns the server's desired state."""
+
+    def agent_sync(self, site: str, body: AgentSync) -> AgentSyncReply:
+        """Send ``body`` for ``site``; raise a :class:`PlatformError` on any failure."""
+        ...
+
+    def close(self) -> None:
+        """Release connections."""
+        ...
+
+
+class ServerLink:
+    """A :class:`SyncLink` over httpx with a bearer token and a per-request timeout."""
+
+    def __init__(self, server_url: str, token: str, *, timeout_s: float = 5.0) -> None:
+        self._url = server_url.rstrip("/")
+        self._http = httpx.Client(
+            base_url=self._url,
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=timeout_s,
+        )
+
+    def agent_sync(self, site: str, body: AgentSync) -> AgentSyncReply:
+        """POST ``body``; the reply parsed, or the failure as a :class:`PlatformError`."""
+        try:
+            response = self._http.post(
+                f"/api/v1/agents/{site}/sync", json=body.model_dump(mode="json")
+            )
+        except httpx.HTTPError as exc:
+            msg = f"cannot reach the onecluster server at {self._url}: {exc or type(exc).__name__}"
+            raise UnavailableError(msg, hint="is `onecluster server` running?") from exc
+        if response.status_code >= 400:
+            raise _error_from(response, self._url)
+        try:
+            return AgentSyncReply.model_validate_json(response.content)
+        except pydantic.ValidationError as exc:
+            msg = f"the server at {self._url} answered the sync with a body this agent cannot read"
+            raise ValidationError(msg, hint=str(exc).splitlines()[0]) from exc
+
+    def close(self) -> None:
+        """Close the connection pool; idempotent."""
+        self._http.close()
+
+
+def _error_from(response: httpx.Response, url: str) -> PlatformError:
+    """The error tree's class for an error reply, keeping the server's message and hint."""
+    message = f"the server at {url} answered the sync with HTTP {response.status_code}"
+    hint: str | None = None
+    try:
+        detail = response.json().get("error", {})
+        message = str(detail.get("message") or message)
+        hint = detail.get("hint")
+    except (ValueError, AttributeError):
+        pass
+    if response.status_code >= 500:
+        return UnavailableError(message, hint=hint or "the server failed; retrying later")
+    return _BY_STATUS.get(response.status_code, ValidationError)(message, hint=hint)

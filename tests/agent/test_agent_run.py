@@ -1,0 +1,104 @@
+"""AgentConfig validation and run_agent: start-up failures, and a real SIGTERM shutdown."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from onecluster.agent import AgentConfig, run_agent
+from onecluster.errors import NotFoundError, ValidationError
+
+TOKEN = "agent-token-sha"
+FABRIC = Path(__file__).parents[2] / "examples" / "fabrics" / "four-site-metro.yaml"
+
+
+def config(**fields: Any) -> AgentConfig:
+    base: dict[str, Any] = {"site": "sha", "server_url": "http://127.0.0.1:1", "token": TOKEN}
+    return AgentConfig(**{**base, **fields})
+
+
+def test_pools_come_from_the_fabric_file() -> None:
+    cfg = config(site="metro-north", fabric_path=FABRIC)
+    assert cfg.resolved_pools() == {"H100": 256, "L40S": 64}
+    with pytest.raises(NotFoundError, match="not in the fabric file"):
+        config(site="nowhere", fabric_path=FABRIC).resolved_pools()
+
+
+@pytest.mark.parametrize(
+    ("fields", "match"),
+    [
+        ({}, "either directly or through a fabric file"),
+        ({"pools": {"H100": 1}, "fabric_path": FABRIC}, "either directly"),
+        ({"pools": {"H100": 1}, "backend": "slurm"}, "not available in this agent"),
+        ({"pools": {"H100": 1}, "server_url": "localhost:8000"}, "must start with http"),
+        ({"pools": {"H100": 1}, "heartbeat_interval_s": 0}, "heartbeat interval"),
+    ],
+)
+def test_bad_configs_are_refused(fields: dict[str, Any], match: str) -> None:
+    with pytest.raises(ValidationError, match=match):
+        config(**fields)
+
+
+def test_work_dir_defaults_under_the_home_directory(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", "/home/ops")
+    assert config(pools={"H100": 1}).resolved_work_dir() == Path("/home/ops/.onecluster/agent/sha")
+
+
+def test_run_agent_returns_the_error_exit_code_when_it_cannot_start(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    code = run_agent(config(site="nowhere", fabric_path=FABRIC))
+    assert code == NotFoundError.exit_code
+    assert "cannot start: site 'nowhere' is not in the fabric file" in caplog.text
+
+
+def test_run_agent_runs_until_stopped(control_plane: Any, tmp_path: Path) -> None:
+    stop = threading.Event()
+    cfg = config(
+        server_url=control_plane.url,
+        pools={"H100": 4},
+        work_dir=tmp_path,
+        heartbeat_interval_s=0.05,
+    )
+    result: list[int] = []
+    thread = threading.Thread(target=lambda: result.append(run_agent(cfg, stop=stop)))
+    thread.start()
+    control_plane.wait_for(lambda b: b["capacity"] == {"H100": 4})
+    stop.set()
+    thread.join(timeout=10)
+    assert result == [0]
+
+
+def test_sigterm_stops_the_agent_process_cleanly(
+    control_plane: Any, make_run_order: Any, tmp_path: Path
+) -> None:
+    control_plane.want(make_run_order("a1", "echo ready; while :; do sleep 0.02; done"))
+    program = textwrap.dedent(
+        f"""
+        import sys
+        from pathlib import Path
+        from onecluster.agent import AgentConfig, run_agent
+        cfg = AgentConfig(site="sha", server_url={control_plane.url!r}, token={TOKEN!r},
+                          pools={{"H100": 4}}, work_dir=Path({str(tmp_path)!r}),
+                          heartbeat_interval_s=0.05, stop_grace_s=0.5)
+        sys.exit(run_agent(cfg))
+        """
+    )
+    agent = subprocess.Popen([sys.executable, "-c", program])
+    try:
+        control_plane.wait_for(lambda b: "ready" in control_plane.logs_of("a1"), timeout=15)
+        agent.send_signal(signal.SIGTERM)
+        assert agent.wait(timeout=10) == 0
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+            agent.wait()
+    last = control_plane.syncs[-1]["attempts"]
+    assert [(a["attempt_id"], a["state"], a["exit_code"]) for a in last] == [("a1", "lost", 143)]
