@@ -18,7 +18,7 @@ Every class carries a stable ``code`` (part of the API's error schema, never a c
 HTTP ``status`` and a CLI ``exit_code``.  Messages are full sentences that say what went wrong
 and, where one exists, a ``hint`` says what to do next.  Third-party errors are translated at
 the adapter that met them (``raise … from exc``); the API and the CLI map this tree to
-statuses and exit codes in one place each (``server.errors`` and ``cli.errors``).
+statuses and exit codes in one place each (``server`` and ``cli._errors``).
 """
 
 from __future__ import annotations

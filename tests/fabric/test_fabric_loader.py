@@ -50,7 +50,11 @@ def test_good_fabric_round_trip() -> None:
     [
         (GOOD.replace("count: 8", "count: -8"), 7, "GPU count"),
         (GOOD.replace("count: 8", "count: eight"), 7, "whole number"),
-        (GOOD.replace("jurisdiction: SG", "jurisdiction: SG\n    colour: red"), 11, "unknown field 'colour'"),
+        (
+            GOOD.replace("jurisdiction: SG", "jurisdiction: SG\n    colour: red"),
+            11,
+            "unknown field 'colour'",
+        ),
         (GOOD.replace("home_site: a", "home_site: z"), 16, "unknown home site 'z'"),
         (GOOD.replace("between: [a, b]", "between: [a, q]"), 14, "unknown site 'q'"),
         (GOOD.replace("quota: {H100: 4}", "quota: {A100: 4}"), 16, "GPU type 'A100'"),
@@ -68,7 +72,8 @@ def test_errors_name_line_and_field(text: str, line: int, words: str) -> None:
 
 def test_unreachable_site_is_refused() -> None:
     text = GOOD.replace(
-        "circuits:\n  - {name: a-b, between: [a, b], capacity_gbps: 1, rtt_ms: 10}\n", "circuits: []\n"
+        "circuits:\n  - {name: a-b, between: [a, b], capacity_gbps: 1, rtt_ms: 10}\n",
+        "circuits: []\n",
     )
     with pytest.raises(FabricError, match="cannot be reached"):
         parse_fabric(text, source="f.yaml")

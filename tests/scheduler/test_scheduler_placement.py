@@ -62,7 +62,9 @@ def test_gang_stays_in_one_site_unless_it_asks(small: Fabric) -> None:
         sched.admit(JobSpec(team="t1", gpus=12, duration_s=1, gpu_types=("H100",)))
     spec = JobSpec(team="t1", gpus=12, duration_s=1, gpu_types=("H100",), max_sites=2)
     sched.admit(spec)
-    plan = sched.plan(ClusterView(), PendingQueue.of([PendingJob(job_id="g", spec=spec, submitted_at=0)]), 0)
+    plan = sched.plan(
+        ClusterView(), PendingQueue.of([PendingJob(job_id="g", spec=spec, submitted_at=0)]), 0
+    )
     parts = plan.starts[0].parts
     assert sum(p.gpus for p in parts) == 12
     assert {p.site for p in parts} == {"a", "b"}
@@ -72,11 +74,16 @@ def test_gang_stays_in_one_site_unless_it_asks(small: Fabric) -> None:
     ("spec", "words"),
     [
         (JobSpec(team="nobody", gpus=1, duration_s=1), "team 'nobody' is not in the fabric"),
-        (JobSpec(team="t1", gpus=1, duration_s=1, gpu_types=("TPU",)), "GPU type 'TPU' exists at no site"),
+        (
+            JobSpec(team="t1", gpus=1, duration_s=1, gpu_types=("TPU",)),
+            "GPU type 'TPU' exists at no site",
+        ),
         (JobSpec(team="t1", gpus=99, duration_s=1), "asks for 99 GPUs"),
     ],
 )
-def test_impossible_jobs_are_refused_with_the_reason(small: Fabric, spec: JobSpec, words: str) -> None:
+def test_impossible_jobs_are_refused_with_the_reason(
+    small: Fabric, spec: JobSpec, words: str
+) -> None:
     with pytest.raises(ImpossibleJobError, match=words):
         Scheduler(small).admit(spec)
 
@@ -88,13 +95,20 @@ def test_down_site_gets_nothing(small: Fabric) -> None:
 
 
 def test_pinned_job_runs_only_at_its_site(small: Fabric) -> None:
-    pj = PendingJob(job_id="p", spec=JobSpec(team="t1", gpus=1, duration_s=1), submitted_at=0, pinned_site="c")
+    pj = PendingJob(
+        job_id="p", spec=JobSpec(team="t1", gpus=1, duration_s=1), submitted_at=0, pinned_site="c"
+    )
     plan = Scheduler(small).plan(ClusterView(), PendingQueue.of([pj]), 0)
     assert plan.starts[0].parts == (SitePart(site="c", gpu_type="L40S", gpus=1),)
 
 
 def test_separate_keeps_jobs_at_home(small: Fabric) -> None:
-    busy = Allocation(job_id="x", team="t1", parts=(SitePart(site="a", gpu_type="H100", gpus=8),), expected_end=100)
+    busy = Allocation(
+        job_id="x",
+        team="t1",
+        parts=(SitePart(site="a", gpu_type="H100", gpus=8),),
+        expected_end=100,
+    )
     q = PendingQueue.of([job("j", gpu_types=("H100",))])
     sep = Scheduler(small, PolicyConfig(kind="separate")).plan(ClusterView(running=(busy,)), q, 0)
     uni = Scheduler(small).plan(ClusterView(running=(busy,)), q, 0)
@@ -103,10 +117,17 @@ def test_separate_keeps_jobs_at_home(small: Fabric) -> None:
 
 
 def test_fifo_head_blocks_and_unified_backfills(small: Fabric) -> None:
-    busy = Allocation(job_id="x", team="t1", parts=(SitePart(site="a", gpu_type="H100", gpus=6),), expected_end=100)
+    busy = Allocation(
+        job_id="x",
+        team="t1",
+        parts=(SitePart(site="a", gpu_type="H100", gpus=6),),
+        expected_end=100,
+    )
     down = frozenset({"b", "c"})
     q = PendingQueue.of([job("big", gpus=8, at=0), job("small", gpus=1, at=1, duration_s=50)])
-    fifo = Scheduler(small, PolicyConfig(kind="fifo")).plan(ClusterView(running=(busy,), down_sites=down), q, 0)
+    fifo = Scheduler(small, PolicyConfig(kind="fifo")).plan(
+        ClusterView(running=(busy,), down_sites=down), q, 0
+    )
     uni = Scheduler(small).plan(ClusterView(running=(busy,), down_sites=down), q, 0)
     assert fifo.starts == ()
     assert sites_of(uni.starts) == {"small": ("a",)}
@@ -114,7 +135,12 @@ def test_fifo_head_blocks_and_unified_backfills(small: Fabric) -> None:
 
 def test_backfill_never_delays_the_reserved_job(small: Fabric) -> None:
     # a: 6 of 8 busy until t=100.  big (8) is blocked and reserves a; at t=100 it can start.
-    busy = Allocation(job_id="x", team="t1", parts=(SitePart(site="a", gpu_type="H100", gpus=6),), expected_end=100)
+    busy = Allocation(
+        job_id="x",
+        team="t1",
+        parts=(SitePart(site="a", gpu_type="H100", gpus=6),),
+        expected_end=100,
+    )
     view = ClusterView(running=(busy,), down_sites=frozenset({"b", "c"}))
     q = PendingQueue.of(
         [

@@ -32,7 +32,10 @@ from onecluster.scheduler import (
 FABRIC = parse_fabric(
     """\
 sites:
-  - {name: a, region: r, jurisdiction: X, pools: [{gpu_type: H100, count: 8}, {gpu_type: A100, count: 4}]}
+  - name: a
+    region: r
+    jurisdiction: X
+    pools: [{gpu_type: H100, count: 8}, {gpu_type: A100, count: 4}]
   - {name: b, region: r, jurisdiction: X, pools: [{gpu_type: H100, count: 6}]}
   - {name: c, region: r, jurisdiction: Y, pools: [{gpu_type: A100, count: 4}]}
 circuits:
@@ -89,7 +92,9 @@ class SchedulerMachine(RuleBasedStateMachine):
     @rule(dt=st.floats(0, 100))
     def tick(self, dt: float) -> None:
         self.now += dt
-        plan = self.sched.plan(ClusterView(running=self.ledger, down_sites=frozenset(self.down)), self.queue, self.now)
+        plan = self.sched.plan(
+            ClusterView(running=self.ledger, down_sites=frozenset(self.down)), self.queue, self.now
+        )
         for p in plan.preemptions:
             victim = self.ledger.get(p.job_id)
             assert victim is not None and not victim.draining

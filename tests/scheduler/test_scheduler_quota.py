@@ -40,7 +40,14 @@ def test_owner_reclaims_borrowed_gpus_by_preemption(small: Fabric) -> None:
         )
         for i in range(8)
     )
-    ledger.add(Allocation(job_id="a0", team="t1", parts=(SitePart(site="a", gpu_type="H100", gpus=8),), expected_end=10_000))
+    ledger.add(
+        Allocation(
+            job_id="a0",
+            team="t1",
+            parts=(SitePart(site="a", gpu_type="H100", gpus=8),),
+            expected_end=10_000,
+        )
+    )
     q = PendingQueue.of([pj("own", "t2", gpus=4)])
     plan = Scheduler(small).plan(ClusterView(running=ledger), q, 100)
     assert plan.starts == ()
@@ -67,8 +74,12 @@ def test_draining_gpus_are_claimed_not_preempted_twice(small: Fabric) -> None:
         )
         for i in range(2)
     )
-    ledger.add(Allocation(job_id="a0", team="t1", parts=(SitePart(site="a", gpu_type="H100", gpus=8),)))
-    plan = Scheduler(small).plan(ClusterView(running=ledger), PendingQueue.of([pj("own", "t2", gpus=4)]), 0)
+    ledger.add(
+        Allocation(job_id="a0", team="t1", parts=(SitePart(site="a", gpu_type="H100", gpus=8),))
+    )
+    plan = Scheduler(small).plan(
+        ClusterView(running=ledger), PendingQueue.of([pj("own", "t2", gpus=4)]), 0
+    )
     assert plan.preemptions == ()
     assert plan.stats.waiting_on_preemption == 1
 
@@ -76,12 +87,18 @@ def test_draining_gpus_are_claimed_not_preempted_twice(small: Fabric) -> None:
 def test_in_quota_work_is_never_preempted(small: Fabric) -> None:
     ledger = AllocationLedger.of(
         [
-            Allocation(job_id="a0", team="t1", parts=(SitePart(site="a", gpu_type="H100", gpus=8),)),
-            Allocation(job_id="b0", team="t2", parts=(SitePart(site="b", gpu_type="H100", gpus=8),)),
+            Allocation(
+                job_id="a0", team="t1", parts=(SitePart(site="a", gpu_type="H100", gpus=8),)
+            ),
+            Allocation(
+                job_id="b0", team="t2", parts=(SitePart(site="b", gpu_type="H100", gpus=8),)
+            ),
         ]
     )
     plan = Scheduler(small).plan(
-        ClusterView(running=ledger), PendingQueue.of([pj("hi", "t1", priority=PriorityClass.CRITICAL)]), 0
+        ClusterView(running=ledger),
+        PendingQueue.of([pj("hi", "t1", priority=PriorityClass.CRITICAL)]),
+        0,
     )
     assert plan.starts == ()
     assert plan.preemptions == ()
@@ -91,7 +108,9 @@ def test_higher_priority_preempts_preemptible_lower_priority(small: Fabric) -> N
     # b is full: t1's pre-emptible normal-priority job (in t1's quota) and t2's own job.
     ledger = AllocationLedger.of(
         [
-            Allocation(job_id="a0", team="t1", parts=(SitePart(site="a", gpu_type="H100", gpus=4),)),
+            Allocation(
+                job_id="a0", team="t1", parts=(SitePart(site="a", gpu_type="H100", gpus=4),)
+            ),
             Allocation(
                 job_id="pre",
                 team="t1",
@@ -99,7 +118,9 @@ def test_higher_priority_preempts_preemptible_lower_priority(small: Fabric) -> N
                 priority=PriorityClass.NORMAL,
                 preemptible=True,
             ),
-            Allocation(job_id="mine", team="t2", parts=(SitePart(site="b", gpu_type="H100", gpus=4),)),
+            Allocation(
+                job_id="mine", team="t2", parts=(SitePart(site="b", gpu_type="H100", gpus=4),)
+            ),
         ]
     )
     view = ClusterView(running=ledger, down_sites=frozenset({"a", "c"}))
@@ -119,7 +140,9 @@ def test_weighted_fair_share_between_teams(small: Fabric) -> None:
         for i in range(4)
         for t in ("t1", "t3")
     ]
-    plan = Scheduler(small).plan(ClusterView(down_sites=frozenset({"a", "b"})), PendingQueue.of(jobs), 0)
+    plan = Scheduler(small).plan(
+        ClusterView(down_sites=frozenset({"a", "b"})), PendingQueue.of(jobs), 0
+    )
     assert sorted(s.job_id for s in plan.starts) == ["t3-0", "t3-1", "t3-2", "t3-3"]
 
 
@@ -127,17 +150,29 @@ def test_fair_share_interleaves_equal_teams(small: Fabric) -> None:
     # Both teams beyond quota on b only: borrowed work is shared by weight (1:1).
     ledger = AllocationLedger.of(
         [
-            Allocation(job_id="a0", team="t1", parts=(SitePart(site="a", gpu_type="H100", gpus=8),)),
-            Allocation(job_id="c0", team="t3", parts=(SitePart(site="c", gpu_type="L40S", gpus=4),)),
+            Allocation(
+                job_id="a0", team="t1", parts=(SitePart(site="a", gpu_type="H100", gpus=8),)
+            ),
+            Allocation(
+                job_id="c0", team="t3", parts=(SitePart(site="c", gpu_type="L40S", gpus=4),)
+            ),
         ]
     )
     jobs = [pj(f"t1-{i}", "t1", at=i) for i in range(8)] + [
-        PendingJob(job_id=f"t3-{i}", spec=JobSpec(team="t3", gpus=1, duration_s=60, gpu_types=("H100",)), submitted_at=i)
+        PendingJob(
+            job_id=f"t3-{i}",
+            spec=JobSpec(team="t3", gpus=1, duration_s=60, gpu_types=("H100",)),
+            submitted_at=i,
+        )
         for i in range(8)
     ]
-    plan = Scheduler(small).plan(ClusterView(running=ledger, down_sites=frozenset()), PendingQueue.of(jobs), 0)
+    plan = Scheduler(small).plan(
+        ClusterView(running=ledger, down_sites=frozenset()), PendingQueue.of(jobs), 0
+    )
     started = [s.job_id for s in plan.starts]
     assert len(started) == 8
     # t3 holds 4 GPUs with weight 3; t1 holds 8 with weight 1, so t3 is further below its
     # share and gets most of b.
-    assert sum(1 for j in started if j.startswith("t3")) > sum(1 for j in started if j.startswith("t1"))
+    assert sum(1 for j in started if j.startswith("t3")) > sum(
+        1 for j in started if j.startswith("t1")
+    )

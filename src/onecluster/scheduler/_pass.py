@@ -267,7 +267,8 @@ class PassState:
         for p in pools:
             by_type[p.gpu_type].append(self.free[p.key])
         return any(
-            sum(sorted(free, reverse=True)[: spec.max_sites]) >= spec.gpus for free in by_type.values()
+            sum(sorted(free, reverse=True)[: spec.max_sites]) >= spec.gpus
+            for free in by_type.values()
         )
 
     def try_preempt(self, job: PendingJob) -> bool:

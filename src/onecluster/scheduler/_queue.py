@@ -37,12 +37,13 @@ _Entry = tuple[float, int, str]
 class Bucket:
     """Jobs of one (priority, team, shape), oldest first; removed entries are skipped lazily."""
 
-    __slots__ = ("entries", "key", "live")
+    __slots__ = ("entries", "key", "live", "start")
 
     def __init__(self, key: BucketKey) -> None:
         self.key = key
         self.entries: list[_Entry] = []
         self.live = 0
+        self.start = 0  # entries before this index are all removed jobs
 
     @property
     def priority(self) -> int:
@@ -109,31 +110,30 @@ class PendingQueue:
         if not bucket.entries or bucket.entries[-1] < entry:
             bucket.entries.append(entry)
         else:
-            bisect.insort(bucket.entries, entry)
+            # A requeued job keeps its submit time, so it goes back to its place in line.
+            bisect.insort(bucket.entries, entry, lo=bucket.start)
         bucket.live += 1
 
     def remove(self, job_id: str) -> PendingJob:
         """Take ``job_id`` out of the queue (started or cancelled)."""
-        seq, job = self._jobs.pop(job_id)
+        _, job = self._jobs.pop(job_id)
         key = _bucket_key(job)
         bucket = self._buckets[key]
         bucket.live -= 1
         if bucket.live == 0:
             del self._buckets[key]
-        elif len(bucket.entries) > 2 * bucket.live + 32:
-            bucket.entries = [e for e in bucket.entries if self.is_live(e)]
-        elif bucket.entries[0][1] == seq:
-            # The common case (the oldest job started): drop the head lazily-but-cheaply.
-            self._drop_dead_head(bucket)
-        return job
-
-    def _drop_dead_head(self, bucket: Bucket) -> None:
-        i = 0
+            return job
         entries = bucket.entries
-        while i < len(entries) and not self.is_live(entries[i]):
-            i += 1
-        if i > 64:
-            del entries[:i]
+        while bucket.start < len(entries) and not self.is_live(entries[bucket.start]):
+            bucket.start += 1
+        if bucket.start > 256 and bucket.start * 2 > len(entries):
+            del entries[: bucket.start]
+            bucket.start = 0
+        if len(entries) - bucket.start > 2 * bucket.live + 64:
+            # Many removals from the middle (cancels, out-of-order starts): compact.
+            bucket.entries = [e for e in entries[bucket.start :] if self.is_live(e)]
+            bucket.start = 0
+        return job
 
     def is_live(self, entry: _Entry) -> bool:
         """Whether a bucket entry still stands for a queued job."""

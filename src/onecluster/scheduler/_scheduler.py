@@ -86,7 +86,7 @@ class _Cursor:
     def __init__(self, queue: PendingQueue, bucket: Bucket) -> None:
         self.queue = queue
         self.bucket = bucket
-        self.index = 0
+        self.index = bucket.start
         self.held_back = 0
 
     def head(self) -> tuple[tuple[float, int, str], PendingJob] | None:

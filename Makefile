@@ -1,0 +1,50 @@
+# Two commands on a fresh machine:  `make run` (the three-site demo) and `make test`.
+# Everything else is a convenience.  The virtualenv is (re)built whenever pyproject changes.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: install run test test-slow test-all lint typecheck bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+## make run: bring up the three-site fabric (server + 3 agents), replay a workload, keep the API up.
+run: install
+	$(BIN)/onecluster up
+
+lint: install
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
+
+typecheck: install
+	$(BIN)/mypy
+
+## make test: lint, strict typing and the default test suite (PostgreSQL started by scripts/postgres.sh).
+test: lint typecheck
+	ONECLUSTER_TEST_PG_URL="$${ONECLUSTER_TEST_PG_URL:-$$(scripts/postgres.sh start)}" \
+		$(BIN)/pytest -q $(PYTEST_ARGS)
+
+## make test-slow: the suites marked slow (end-to-end `up`, long simulations).
+test-slow: install
+	ONECLUSTER_TEST_PG_URL="$${ONECLUSTER_TEST_PG_URL:-$$(scripts/postgres.sh start)}" \
+		$(BIN)/pytest -q -m slow $(PYTEST_ARGS) || [ $$? -eq 5 ]  # 5: no slow test selected
+
+test-all: test test-slow
+
+## make bench: every benchmark; append their results to benchmarks/RESULTS.md by hand.
+bench: install
+	$(BIN)/python benchmarks/bench_scheduler.py
+	$(BIN)/python benchmarks/bench_policies.py
+	$(BIN)/python benchmarks/bench_api.py
+
+clean:
+	rm -rf $(VENV) .state .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,85 @@
+"""``onecluster agent``: run one site's agent (blocking, until SIGTERM or Ctrl-C)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import typer
+
+from onecluster.cli._config import config_of
+from onecluster.errors import AuthError, ValidationError
+
+__all__ = ["register"]
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``agent`` command to ``app``."""
+    app.command("agent")(agent)
+
+
+def agent(
+    ctx: typer.Context,
+    *,
+    site: str = typer.Option(..., "--site", help="The fabric name of the site this agent runs."),
+    backend: str = typer.Option("local", "--backend", help="Cluster backend (local)."),
+    fabric: Path | None = typer.Option(
+        None, "--fabric", help="Fabric file to read the site's GPU pools from."
+    ),
+    pool: list[str] = typer.Option(
+        [], "--pool", help="A GPU pool as TYPE=COUNT (repeatable), instead of --fabric."
+    ),
+    work_dir: Path | None = typer.Option(
+        None,
+        "--work-dir",
+        help="Attempts' working directories \\[default: ~/.onecluster/agent/SITE].",
+    ),
+    heartbeat: float = typer.Option(1.0, "--heartbeat", help="Seconds between syncs."),
+    stop_grace: float = typer.Option(
+        10.0, "--stop-grace", min=0.0, help="Seconds between SIGTERM and SIGKILL for jobs."
+    ),
+) -> None:
+    """Run the agent of one site: sync with the server, run its jobs through the backend.
+
+    Needs an agent token of this site (--token, $ONECLUSTER_TOKEN).
+    """
+    from onecluster.agent import AgentConfig, run_agent
+
+    config = config_of(ctx)
+    if config.token is None:
+        msg = f"the agent of {site} needs an agent token for its site"
+        raise AuthError(msg, hint="pass --token or set ONECLUSTER_TOKEN (an admin mints one)")
+    _setup_logging()
+    code = run_agent(
+        AgentConfig(
+            site=site,
+            server_url=config.server,
+            token=config.token,
+            backend=backend,
+            pools=_pools(pool) if pool else None,
+            fabric_path=fabric,
+            work_dir=work_dir,
+            heartbeat_interval_s=heartbeat,
+            stop_grace_s=stop_grace,
+        )
+    )
+    if code:
+        raise typer.Exit(code)
+
+
+def _pools(specs: list[str]) -> dict[str, int]:
+    pools: dict[str, int] = {}
+    for spec in specs:
+        gpu_type, _, count = spec.partition("=")
+        if not gpu_type or not count.isdigit() or int(count) < 1:
+            msg = f"GPU pool {spec!r} is not TYPE=COUNT with a positive count"
+            raise ValidationError(msg, hint="e.g. --pool H100=384")
+        pools[gpu_type] = int(count)
+    return pools
+
+
+def _setup_logging() -> None:
+    """Log lines with a timestamp to stderr (``up`` sends them to the agent's log file)."""
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )

@@ -1,0 +1,68 @@
+"""``onecluster server``: run the control plane (blocking, until SIGTERM or Ctrl-C)."""
+
+from __future__ import annotations
+
+import enum
+from pathlib import Path
+
+import typer
+
+from onecluster.cli._config import config_of
+
+__all__ = ["register"]
+
+
+class Policy(enum.StrEnum):
+    """The scheduling policies the server can run."""
+
+    UNIFIED = "unified"
+    SEPARATE = "separate"
+    FIFO = "fifo"
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``server`` command to ``app``."""
+    app.command("server")(server)
+
+
+def server(
+    ctx: typer.Context,
+    *,
+    fabric: Path = typer.Option(..., "--fabric", help="Fabric file (YAML)."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
+    port: int = typer.Option(8080, "--port", min=0, max=65535, help="Port (0: any free one)."),
+    db: str | None = typer.Option(
+        None,
+        "--db",
+        help="Database URL \\[default: SQLite at <state-dir>/onecluster.db; or postgresql://…].",
+        show_default=False,
+    ),
+    policy: Policy = typer.Option(Policy.UNIFIED, "--policy", help="unified, separate or fifo."),
+    agent_timeout: float = typer.Option(
+        10.0,
+        "--agent-timeout",
+        help="Seconds before a silent site is down.",
+    ),
+    log_level: str = typer.Option("info", "--log-level", help="debug, info, warning or error."),
+) -> None:
+    """Run the API server and the scheduler (blocking).
+
+    On first start it writes a bootstrap admin token to <state-dir>/admin.token.
+    """
+    from onecluster.fabric import load_fabric
+    from onecluster.scheduler import PolicyConfig
+    from onecluster.server import ServerConfig, serve
+
+    config = config_of(ctx)
+    serve(
+        ServerConfig(
+            fabric=load_fabric(fabric),
+            state_dir=config.state_dir,
+            db_url=db,
+            host=host,
+            port=port,
+            policy=PolicyConfig(kind=policy.value),
+            agent_timeout_s=agent_timeout,
+            log_level=log_level.lower(),
+        )
+    )

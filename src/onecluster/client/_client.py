@@ -1,0 +1,163 @@
+"""The synchronous SDK over the REST API (used by the CLI, the agent and ``up``)."""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Any, TypeVar
+
+import httpx
+from pydantic import BaseModel, TypeAdapter
+
+from onecluster.client._errors import error_from_response
+from onecluster.errors import UnavailableError
+from onecluster.schema import (
+    AgentSync,
+    AgentSyncReply,
+    JobOut,
+    JobSubmit,
+    LogsOut,
+    SiteOut,
+    StatsOut,
+    TeamOut,
+    TokenCreate,
+    TokenOut,
+)
+
+__all__ = ["Client"]
+
+M = TypeVar("M")
+
+_PREFIX = "/api/v1"
+
+
+class Client:
+    """A connection to a onecluster server.
+
+    Every method raises the :mod:`onecluster.errors` class the server answered with (same
+    ``code``), or :class:`UnavailableError` when the server cannot be reached.  Not
+    thread-safe: give each thread its own client.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str | None = None,
+        *,
+        timeout: float = 10.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        """``transport`` replaces the network (e.g. ``httpx.MockTransport`` in tests)."""
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.base_url = base_url.rstrip("/")
+        self._http = httpx.Client(
+            base_url=self.base_url, headers=headers, timeout=timeout, transport=transport
+        )
+
+    # -- plumbing -------------------------------------------------------------------------
+
+    def _request(self, method: str, path: str, *, json: Any = None, params: Any = None) -> Any:
+        try:
+            response = self._http.request(method, path, json=json, params=params)
+        except httpx.TransportError as exc:
+            msg = f"cannot reach the onecluster server at {self.base_url}: {exc}"
+            raise UnavailableError(msg, hint="is `onecluster server` running?") from exc
+        if response.is_error:
+            raise error_from_response(response)
+        return response.json()
+
+    def _get(self, path: str, adapter: TypeAdapter[M], **params: Any) -> M:
+        query = {k: v for k, v in params.items() if v is not None}
+        return adapter.validate_python(self._request("GET", path, params=query))
+
+    def _post(self, path: str, adapter: TypeAdapter[M], body: BaseModel | None = None) -> M:
+        payload = None if body is None else body.model_dump(mode="json")
+        return adapter.validate_python(self._request("POST", path, json=payload))
+
+    # -- API ------------------------------------------------------------------------------
+
+    def health(self) -> dict[str, str]:
+        """``GET /healthz``."""
+        return _STR_MAP.validate_python(self._request("GET", "/healthz"))
+
+    def sites(self) -> list[SiteOut]:
+        """Every site with its status and pools."""
+        return self._get(f"{_PREFIX}/sites", _SITES)
+
+    def teams(self) -> list[TeamOut]:
+        """Every team with its quota and usage."""
+        return self._get(f"{_PREFIX}/teams", _TEAMS)
+
+    def submit(self, body: JobSubmit) -> JobOut:
+        """Submit a job (:class:`ImpossibleJobError` if no site could ever run it)."""
+        return self._post(f"{_PREFIX}/jobs", _JOB, body)
+
+    def jobs(
+        self,
+        *,
+        state: str | None = None,
+        team: str | None = None,
+        site: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[JobOut]:
+        """Jobs, newest first (members see their team's only)."""
+        return self._get(
+            f"{_PREFIX}/jobs", _JOBS, state=state, team=team, site=site, limit=limit, offset=offset
+        )
+
+    def job(self, job_id: str) -> JobOut:
+        """One job."""
+        return self._get(f"{_PREFIX}/jobs/{job_id}", _JOB)
+
+    def cancel(self, job_id: str) -> JobOut:
+        """Cancel a job (:class:`ConflictError` if it already ended)."""
+        return self._post(f"{_PREFIX}/jobs/{job_id}/cancel", _JOB)
+
+    def logs(self, job_id: str, offset: int = 0) -> LogsOut:
+        """A job's log from ``offset``."""
+        return self._get(f"{_PREFIX}/jobs/{job_id}/logs", _LOGS, offset=offset)
+
+    def stats(self) -> StatsOut:
+        """The cluster snapshot."""
+        return self._get(f"{_PREFIX}/stats", _STATS)
+
+    def gpu_report(self, month: str) -> dict[str, Any]:
+        """The monthly GPU report (admin), as JSON."""
+        return self._get(f"{_PREFIX}/reports/gpu", _ANY_MAP, month=month)
+
+    def create_token(self, body: TokenCreate) -> TokenOut:
+        """Mint a token (admin); keep the secret, it is shown once."""
+        return self._post(f"{_PREFIX}/tokens", _TOKEN, body)
+
+    def agent_sync(self, site: str, body: AgentSync) -> AgentSyncReply:
+        """One agent sync of ``site`` (agent token of that site)."""
+        return self._post(f"{_PREFIX}/agents/{site}/sync", _SYNC_REPLY, body)
+
+    # -- lifetime -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+_STR_MAP = TypeAdapter(dict[str, str])
+_ANY_MAP = TypeAdapter(dict[str, Any])
+_SITES = TypeAdapter(list[SiteOut])
+_TEAMS = TypeAdapter(list[TeamOut])
+_JOB = TypeAdapter(JobOut)
+_JOBS = TypeAdapter(list[JobOut])
+_LOGS = TypeAdapter(LogsOut)
+_STATS = TypeAdapter(StatsOut)
+_TOKEN = TypeAdapter(TokenOut)
+_SYNC_REPLY = TypeAdapter(AgentSyncReply)

@@ -1,0 +1,45 @@
+"""The REST API's wire format, defined once and used by the server and the SDK."""
+
+from onecluster.schema._agent import (
+    AgentSync,
+    AgentSyncReply,
+    AttemptReport,
+    DesiredAttempt,
+    LogChunkIn,
+)
+from onecluster.schema._cluster import (
+    HealthOut,
+    PoolOut,
+    SiteOut,
+    SiteStatsOut,
+    StatsOut,
+    TeamOut,
+)
+from onecluster.schema._errors import ErrorDetail, ErrorOut
+from onecluster.schema._jobs import GB, JobOut, JobSubmit, LogsOut, PartOut, PriorityName
+from onecluster.schema._tokens import Role, TokenCreate, TokenOut
+
+__all__ = [
+    "GB",
+    "AgentSync",
+    "AgentSyncReply",
+    "AttemptReport",
+    "DesiredAttempt",
+    "ErrorDetail",
+    "ErrorOut",
+    "HealthOut",
+    "JobOut",
+    "JobSubmit",
+    "LogChunkIn",
+    "LogsOut",
+    "PartOut",
+    "PoolOut",
+    "PriorityName",
+    "Role",
+    "SiteOut",
+    "SiteStatsOut",
+    "StatsOut",
+    "TeamOut",
+    "TokenCreate",
+    "TokenOut",
+]

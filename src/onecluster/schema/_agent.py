@@ -1,0 +1,65 @@
+"""Agent sync bodies: what a site agent reports and the desired attempts it gets back."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["AgentSync", "AgentSyncReply", "AttemptReport", "DesiredAttempt", "LogChunkIn"]
+
+
+class AttemptReport(BaseModel):
+    """One attempt as the agent sees it; ``exited`` carries ``exit_code``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    attempt_id: str
+    job_id: str
+    state: Literal["running", "exited", "lost"]
+    exit_code: int | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+
+
+class LogChunkIn(BaseModel):
+    """Output of an attempt from character ``offset`` of that attempt's log."""
+
+    model_config = ConfigDict(frozen=True)
+
+    attempt_id: str
+    offset: int = Field(ge=0)
+    data: str
+
+
+class AgentSync(BaseModel):
+    """``POST /agents/{site}/sync``: the agent's observed state (level-triggered, idempotent)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    agent_id: str = Field(min_length=1)
+    backend: str = "local"
+    capacity: dict[str, int] = Field(default_factory=dict)
+    attempts: list[AttemptReport] = Field(default_factory=list)
+    logs: list[LogChunkIn] = Field(default_factory=list)
+
+
+class DesiredAttempt(BaseModel):
+    """An attempt the server wants at the site: ``run`` it (once) or ``stop`` it."""
+
+    attempt_id: str
+    job_id: str
+    action: Literal["run", "stop"]
+    command: list[str]
+    gpu_type: str
+    gpus: int
+    env: dict[str, str]
+    grace_s: float
+    reason: str | None = None
+
+
+class AgentSyncReply(BaseModel):
+    """The desired set of attempts at the site; anything the agent has beyond it, it stops."""
+
+    heartbeat_interval_s: float
+    attempts: list[DesiredAttempt]

@@ -1,0 +1,58 @@
+"""The FastAPI application: routes, error mapping, and the lifespan that owns the loop."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from onecluster.clock import Clock, SystemClock
+from onecluster.server import _routes_agents, _routes_cluster, _routes_jobs
+from onecluster.server._config import ServerConfig
+from onecluster.server._control import ControlPlane
+from onecluster.server._errors import install_error_handlers
+from onecluster.server._reconcile import Reconciler
+
+__all__ = ["create_app"]
+
+
+def create_app(config: ServerConfig, *, clock: Clock | None = None) -> FastAPI:
+    """The onecluster API for ``config``.
+
+    Nothing happens until the app starts: its lifespan then creates or migrates the database,
+    mints the first admin token if there is none (``<state_dir>/admin.token``), and runs the
+    reconcile loop until shutdown.  While running, ``app.state.control`` is the
+    :class:`ControlPlane` and ``app.state.reconciler`` the :class:`Reconciler`.
+    """
+    the_clock: Clock = clock if clock is not None else SystemClock()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        control = await asyncio.to_thread(ControlPlane.open, config, the_clock)
+        reconciler = Reconciler(control)
+        app.state.control = control
+        app.state.reconciler = reconciler
+        try:
+            async with asyncio.TaskGroup() as tasks:
+                loop = tasks.create_task(reconciler.run(), name="reconcile")
+                try:
+                    yield
+                finally:
+                    loop.cancel()
+        finally:
+            app.state.control = None
+            control.close()
+
+    app = FastAPI(
+        title="onecluster",
+        summary="GPU clusters in several data centres, run as one cluster.",
+        version="0.1.0",
+        lifespan=lifespan,
+    )
+    install_error_handlers(app)
+    app.include_router(_routes_cluster.router)
+    app.include_router(_routes_jobs.router)
+    app.include_router(_routes_agents.router)
+    return app

@@ -1,0 +1,53 @@
+"""The server's typed configuration, built once by the caller (the CLI) and passed down."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from onecluster.errors import ValidationError
+from onecluster.model import Fabric
+from onecluster.scheduler import PolicyConfig
+
+__all__ = ["ServerConfig"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServerConfig:
+    """Everything ``onecluster server`` needs.
+
+    ``db_url`` defaults to a SQLite file in ``state_dir``; ``state_dir`` also receives the
+    bootstrap ``admin.token``.  ``agent_timeout_s``: a site whose agent has not synced for this
+    long is down and its attempts are lost.  ``grace_s``: how long an agent waits between
+    SIGTERM and SIGKILL when told to stop an attempt.
+    """
+
+    fabric: Fabric
+    state_dir: Path
+    db_url: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 8080
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    agent_timeout_s: float = 10.0
+    reconcile_interval_s: float = 0.5
+    grace_s: float = 10.0
+    heartbeat_interval_s: float = 1.0
+    log_level: str = "info"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "state_dir", Path(self.state_dir))
+        for name in ("agent_timeout_s", "reconcile_interval_s", "heartbeat_interval_s"):
+            if not getattr(self, name) > 0:
+                msg = f"server setting {name} must be greater than 0 (got {getattr(self, name)})"
+                raise ValidationError(msg)
+        if self.grace_s < 0:
+            msg = f"server setting grace_s must not be negative (got {self.grace_s})"
+            raise ValidationError(msg)
+        if not 0 <= self.port <= 65535:
+            msg = f"port {self.port} is not between 0 and 65535"
+            raise ValidationError(msg)
+
+    @property
+    def database_url(self) -> str:
+        """``db_url``, or the SQLite file ``<state_dir>/onecluster.db``."""
+        return self.db_url or f"sqlite:///{self.state_dir / 'onecluster.db'}"

@@ -1,0 +1,136 @@
+"""The control plane the routes and the reconcile loop share: store, scheduler, auth, clock."""
+
+from __future__ import annotations
+
+import logging
+
+from onecluster.clock import Clock
+from onecluster.errors import NotFoundError
+from onecluster.reports import Month, UsageRecord, gpu_report
+from onecluster.scheduler import Scheduler
+from onecluster.schema import JobSubmit, SiteOut, StatsOut, TeamOut, TokenCreate, TokenOut
+from onecluster.server._auth import Authenticator, bootstrap_admin_token, hash_token, new_secret
+from onecluster.server._config import ServerConfig
+from onecluster.server._views import sites_out, stats_out, teams_out
+from onecluster.store import JobRecord, Store
+
+__all__ = ["ControlPlane"]
+
+_log = logging.getLogger("onecluster.server")
+
+
+class ControlPlane:
+    """Everything a request or a reconcile pass needs, opened once at server start.
+
+    Methods are synchronous and thread-safe (FastAPI runs them in its thread pool); they
+    raise :mod:`onecluster.errors` classes, which the app maps to HTTP statuses.
+    """
+
+    def __init__(self, config: ServerConfig, store: Store, clock: Clock) -> None:
+        self.config = config
+        self.fabric = config.fabric
+        self.store = store
+        self.clock = clock
+        self.scheduler = Scheduler(config.fabric, config.policy)
+        self.auth = Authenticator(store)
+
+    @classmethod
+    def open(cls, config: ServerConfig, clock: Clock) -> ControlPlane:
+        """Open (create and migrate) the database and mint the first admin token if needed."""
+        config.state_dir.mkdir(parents=True, exist_ok=True)
+        store = Store.open(config.database_url)
+        bootstrap_admin_token(store, config.state_dir, clock.now())
+        _log.info("state in %s, database %s", config.state_dir, store.engine.url.render_as_string())
+        return cls(config, store, clock)
+
+    def close(self) -> None:
+        """Release the database connections."""
+        self.store.close()
+
+    # -- jobs -----------------------------------------------------------------------------
+
+    def submit(self, body: JobSubmit) -> JobRecord:
+        """Admit and store a job; :class:`ImpossibleJobError` if no site could ever run it."""
+        dataset_bytes = None
+        if body.dataset_gb is None and body.dataset is not None:
+            declared = self.fabric.dataset(body.dataset)
+            dataset_bytes = declared.size_bytes if declared is not None else 0
+        spec = body.to_spec(dataset_bytes=dataset_bytes)
+        self.scheduler.admit(spec)
+        return self.store.add_job(spec, now=self.clock.now())
+
+    # -- tokens ---------------------------------------------------------------------------
+
+    def create_token(self, body: TokenCreate) -> TokenOut:
+        """Mint a token; the team or site it is scoped to must exist in the fabric."""
+        if body.team is not None and self.fabric.team(body.team) is None:
+            msg = f"there is no team {body.team!r} in fabric {self.fabric.name}"
+            raise NotFoundError(msg)
+        if body.site is not None and not self.fabric.has_site(body.site):
+            msg = f"there is no site {body.site!r} in fabric {self.fabric.name}"
+            raise NotFoundError(msg)
+        secret = new_secret()
+        record = self.store.add_token(
+            role=body.role,
+            sha256=hash_token(secret),
+            now=self.clock.now(),
+            team=body.team,
+            site=body.site,
+        )
+        return TokenOut(token=secret, id=record.id, role=body.role, team=body.team, site=body.site)
+
+    # -- cluster --------------------------------------------------------------------------
+
+    def require_site(self, site: str) -> None:
+        """:class:`NotFoundError` unless ``site`` is in the fabric."""
+        if not self.fabric.has_site(site):
+            msg = f"there is no site {site!r} in fabric {self.fabric.name}"
+            raise NotFoundError(msg, hint=f"known sites: {', '.join(self.fabric.site_names)}")
+
+    def sites(self) -> list[SiteOut]:
+        """Every site with its status and usage."""
+        return sites_out(
+            self.fabric,
+            self.store.running_jobs(),
+            self.store.sites(),
+            now=self.clock.now(),
+            timeout_s=self.config.agent_timeout_s,
+        )
+
+    def teams(self) -> list[TeamOut]:
+        """Every team with its usage."""
+        return teams_out(self.fabric, self.store.running_jobs())
+
+    def stats(self) -> StatsOut:
+        """The cluster snapshot."""
+        return stats_out(
+            self.fabric,
+            self.store.running_jobs(),
+            self.store.job_counts(),
+            preemptions=self.store.total_preemptions(),
+            waits=self.store.waits(),
+            pending_by_team=self.store.pending_by_team(),
+        )
+
+    def gpu_report(self, month: str) -> dict[str, object]:
+        """The monthly GPU report (JSON) from every attempt that ran in ``month``."""
+        period = Month.parse(month)
+        now = self.clock.now()
+        records = []
+        for attempt, team in self.store.usage(period.start, period.end):
+            finished = attempt.finished_at if attempt.finished_at is not None else now
+            records.append(
+                UsageRecord(
+                    job_id=attempt.job_id,
+                    team=team,
+                    site=attempt.site,
+                    gpu_type=attempt.gpu_type,
+                    gpus=attempt.gpus,
+                    started_at=attempt.started_at,
+                    finished_at=max(finished, attempt.started_at),
+                    cost_per_gpu_hour=attempt.cost_per_gpu_hour,
+                    borrowed=attempt.borrowed,
+                    waited_s=attempt.waited_s,
+                )
+            )
+        return gpu_report(records, self.fabric, str(period)).to_json()

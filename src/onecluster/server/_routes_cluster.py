@@ -1,0 +1,52 @@
+"""Cluster routes: health, sites, teams, statistics, tokens and the GPU report."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+
+from onecluster.schema import HealthOut, SiteOut, StatsOut, TeamOut, TokenCreate, TokenOut
+from onecluster.server._deps import Caller, Control
+
+__all__ = ["router"]
+
+router = APIRouter()
+
+
+@router.get("/healthz", tags=["cluster"])
+def healthz() -> HealthOut:
+    """Liveness: no token needed."""
+    return HealthOut(status="ok")
+
+
+@router.get("/api/v1/sites", tags=["cluster"])
+def sites(control: Control, _caller: Caller) -> list[SiteOut]:
+    """Every site, its agent's status and its pools."""
+    return control.sites()
+
+
+@router.get("/api/v1/teams", tags=["cluster"])
+def teams(control: Control, _caller: Caller) -> list[TeamOut]:
+    """Every team, its quota and its usage."""
+    return control.teams()
+
+
+@router.get("/api/v1/stats", tags=["cluster"])
+def stats(control: Control, _caller: Caller) -> StatsOut:
+    """A snapshot of the whole cluster."""
+    return control.stats()
+
+
+@router.post("/api/v1/tokens", status_code=201, tags=["admin"])
+def create_token(body: TokenCreate, control: Control, caller: Caller) -> TokenOut:
+    """Mint a token (admin); the secret is in the answer only."""
+    caller.require_admin()
+    return control.create_token(body)
+
+
+@router.get("/api/v1/reports/gpu", tags=["admin"])
+def gpu_report(control: Control, caller: Caller, month: str) -> dict[str, Any]:
+    """The monthly GPU report per team and site (admin); ``month`` is ``YYYY-MM`` (UTC)."""
+    caller.require_admin()
+    return control.gpu_report(month)

@@ -1,0 +1,79 @@
+"""Job routes: submit, list, show, cancel, logs (admins, and members for their team)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from onecluster.model import JobState
+from onecluster.schema import JobOut, JobSubmit, LogsOut
+from onecluster.server._deps import Caller, Control
+from onecluster.server._views import job_out
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/api/v1/jobs", tags=["jobs"])
+
+
+@router.post("", status_code=201)
+def submit(body: JobSubmit, control: Control, caller: Caller) -> JobOut:
+    """Submit a job; 422 if no site of the fabric could ever run it."""
+    caller.require_team(body.team)
+    return job_out(control.submit(body))
+
+
+@router.get("")
+def list_jobs(
+    *,
+    control: Control,
+    caller: Caller,
+    state: JobState | None = None,
+    team: str | None = None,
+    site: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> list[JobOut]:
+    """Jobs, newest first; members see their own team's only."""
+    caller.require_member()
+    if not caller.is_admin:
+        if team is not None:
+            caller.require_team(team)
+        team = caller.team
+    jobs = control.store.jobs(
+        state=None if state is None else state.value,
+        team=team,
+        site=site,
+        limit=limit,
+        offset=offset,
+    )
+    return [job_out(j) for j in jobs]
+
+
+@router.get("/{job_id}")
+def show(job_id: str, control: Control, caller: Caller) -> JobOut:
+    """One job."""
+    caller.require_member()
+    job = control.store.job(job_id)
+    caller.require_team(job.team)
+    return job_out(job)
+
+
+@router.post("/{job_id}/cancel")
+def cancel(job_id: str, control: Control, caller: Caller) -> JobOut:
+    """Cancel a job: pending ones at once, running ones once their processes exit (409 if
+    it already ended)."""
+    caller.require_member()
+    caller.require_team(control.store.job(job_id).team)
+    return job_out(control.store.cancel_job(job_id, now=control.clock.now()))
+
+
+@router.get("/{job_id}/logs")
+def logs(
+    job_id: str, control: Control, caller: Caller, offset: Annotated[int, Query(ge=0)] = 0
+) -> LogsOut:
+    """The job's log from ``offset``; ask again with the returned ``offset`` to follow it."""
+    caller.require_member()
+    caller.require_team(control.store.job(job_id).team)
+    next_offset, data = control.store.logs(job_id, offset)
+    return LogsOut(offset=next_offset, data=data)

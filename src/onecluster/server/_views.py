@@ -1,0 +1,244 @@
+"""Read models: store records and the fabric turned into API bodies and scheduler views (pure)."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Literal
+
+from onecluster.model import Fabric, JobState, SitePart
+from onecluster.scheduler import Allocation, ClusterView
+from onecluster.schema import (
+    DesiredAttempt,
+    JobOut,
+    PartOut,
+    PoolOut,
+    SiteOut,
+    SiteStatsOut,
+    StatsOut,
+    TeamOut,
+)
+from onecluster.store import Assignment, AttemptRecord, AttemptState, JobRecord, SiteRecord
+
+__all__ = [
+    "Running",
+    "cluster_view",
+    "desired_attempt",
+    "job_out",
+    "site_status",
+    "sites_out",
+    "stats_out",
+    "teams_out",
+]
+
+SiteStatus = Literal["up", "down", "unknown"]
+
+#: Jobs holding GPUs now, each with its active attempts.
+Running = Sequence[tuple[JobRecord, Sequence[AttemptRecord]]]
+
+
+def job_out(job: JobRecord) -> JobOut:
+    """The API body of a job."""
+    return JobOut(
+        id=job.id,
+        name=job.name,
+        team=job.team,
+        state=job.state.value,
+        gpus=job.gpus,
+        gpu_types=list(job.gpu_types),
+        duration_s=job.duration_s,
+        dataset=job.dataset,
+        dataset_bytes=job.dataset_bytes,
+        priority=job.priority.name.lower(),
+        preemptible=job.preemptible,
+        command=list(job.command),
+        max_sites=job.max_sites,
+        submitted_at=job.submitted_at,
+        started_at=job.started_at,
+        finished_at=job.finished_at,
+        parts=[PartOut(site=p.site, gpu_type=p.gpu_type, gpus=p.gpus) for p in job.parts],
+        borrowed=job.borrowed,
+        attempts=job.attempts,
+        preemptions=job.preemptions,
+        exit_code=job.exit_code,
+        reason=job.reason,
+    )
+
+
+def desired_attempt(a: Assignment, *, grace_s: float) -> DesiredAttempt:
+    """The sync reply entry of one assignment."""
+    env = {
+        "ONECLUSTER_JOB_ID": a.job_id,
+        "ONECLUSTER_ATTEMPT_ID": a.attempt_id,
+        "ONECLUSTER_SITE": a.site,
+        "ONECLUSTER_GPU_TYPE": a.gpu_type,
+        "ONECLUSTER_GPUS": str(a.gpus),
+    }
+    return DesiredAttempt(
+        attempt_id=a.attempt_id,
+        job_id=a.job_id,
+        action=a.action,
+        command=list(a.command),
+        gpu_type=a.gpu_type,
+        gpus=a.gpus,
+        env=env,
+        grace_s=grace_s,
+        reason=a.reason,
+    )
+
+
+def site_status(record: SiteRecord | None, *, now: float, timeout_s: float) -> SiteStatus:
+    """``unknown`` before the first sync; ``down`` when marked or silent too long; else ``up``."""
+    if record is None:
+        return "unknown"
+    if record.down or now - record.last_heartbeat > timeout_s:
+        return "down"
+    return "up"
+
+
+def cluster_view(
+    fabric: Fabric, running: Running, sites: Sequence[SiteRecord], *, now: float, timeout_s: float
+) -> ClusterView:
+    """What the scheduler sees: running allocations, sites not up, dataset replicas.
+
+    A site whose agent never synced counts as down: nothing could run there.
+    """
+    by_site = {s.site: s for s in sites}
+    down = frozenset(
+        name
+        for name in fabric.site_names
+        if site_status(by_site.get(name), now=now, timeout_s=timeout_s) != "up"
+    )
+    allocations = []
+    for job, attempts in running:
+        started = min(a.started_at for a in attempts)
+        allocations.append(
+            Allocation(
+                job_id=job.id,
+                team=job.team,
+                parts=tuple(
+                    SitePart(site=a.site, gpu_type=a.gpu_type, gpus=a.gpus) for a in attempts
+                ),
+                priority=job.priority,
+                borrowed=job.borrowed,
+                preemptible=job.preemptible,
+                started_at=started,
+                expected_end=started + job.duration_s,
+                draining=job.state in (JobState.PREEMPTING, JobState.CANCELLING)
+                or any(a.state is AttemptState.STOPPING for a in attempts),
+            )
+        )
+    replicas = {d.name: frozenset(d.sites) for d in fabric.datasets}
+    return ClusterView(running=tuple(allocations), down_sites=down, replicas=replicas)
+
+
+def _held(running: Running) -> Counter[tuple[str, str]]:
+    """GPUs held per (site, gpu_type)."""
+    held: Counter[tuple[str, str]] = Counter()
+    for _job, attempts in running:
+        for a in attempts:
+            held[(a.site, a.gpu_type)] += a.gpus
+    return held
+
+
+def sites_out(
+    fabric: Fabric, running: Running, sites: Sequence[SiteRecord], *, now: float, timeout_s: float
+) -> list[SiteOut]:
+    """Every site of the fabric with its status and pool usage."""
+    by_site = {s.site: s for s in sites}
+    held = _held(running)
+    out = []
+    for site in fabric.sites:
+        record = by_site.get(site.name)
+        status = site_status(record, now=now, timeout_s=timeout_s)
+        out.append(
+            SiteOut(
+                name=site.name,
+                region=site.region,
+                jurisdiction=site.jurisdiction,
+                backend=site.backend,
+                status=status,
+                last_heartbeat=None if record is None else record.last_heartbeat,
+                pools=[
+                    PoolOut(
+                        gpu_type=p.gpu_type,
+                        count=p.count,
+                        cost_per_gpu_hour=p.cost_per_gpu_hour,
+                        used=held[(site.name, p.gpu_type)],
+                    )
+                    for p in site.pools
+                ],
+            )
+        )
+    return out
+
+
+def teams_out(fabric: Fabric, running: Running) -> list[TeamOut]:
+    """Every team of the fabric with the GPUs it holds (and borrows) per GPU type."""
+    usage: dict[str, Counter[str]] = {t.name: Counter() for t in fabric.teams}
+    borrowed: dict[str, Counter[str]] = {t.name: Counter() for t in fabric.teams}
+    for job, attempts in running:
+        for a in attempts:
+            usage.setdefault(job.team, Counter())[a.gpu_type] += a.gpus
+            if a.borrowed:
+                borrowed.setdefault(job.team, Counter())[a.gpu_type] += a.gpus
+    return [
+        TeamOut(
+            name=t.name,
+            home_site=t.home_site,
+            weight=t.weight,
+            quota=None if t.quota is None else dict(t.quota),
+            usage=dict(usage[t.name]),
+            borrowed=dict(borrowed[t.name]),
+        )
+        for t in fabric.teams
+    ]
+
+
+def stats_out(
+    fabric: Fabric,
+    running: Running,
+    counts: Mapping[JobState, int],
+    *,
+    preemptions: int,
+    waits: Sequence[float],
+    pending_by_team: Mapping[str, int],
+) -> StatsOut:
+    """The cluster snapshot of ``GET /stats``; per-site ``pending`` counts pending jobs of
+    the teams homed at that site."""
+    held = _held(running)
+    busy_at: Counter[str] = Counter()
+    for (site, _type), n in held.items():
+        busy_at[site] += n
+    pending_at: Counter[str] = Counter()
+    for team, n in pending_by_team.items():
+        t = fabric.team(team)
+        if t is not None:
+            pending_at[t.home_site] += n
+    busy = sum(held.values())
+    total = fabric.total_gpus
+    ordered = sorted(waits)
+    return StatsOut(
+        gpus_total=total,
+        gpus_busy=busy,
+        utilization=busy / total if total else 0.0,
+        pending=counts.get(JobState.PENDING, 0),
+        running=sum(counts.get(s, 0) for s in _HOLDING),
+        completed=counts.get(JobState.COMPLETED, 0),
+        failed=counts.get(JobState.FAILED, 0),
+        cancelled=counts.get(JobState.CANCELLED, 0),
+        preemptions=preemptions,
+        mean_wait_s=sum(ordered) / len(ordered) if ordered else 0.0,
+        p95_wait_s=ordered[max(0, math.ceil(0.95 * len(ordered)) - 1)] if ordered else 0.0,
+        sites={
+            s.name: SiteStatsOut(
+                gpus=s.total_gpus, busy=busy_at[s.name], pending=pending_at[s.name]
+            )
+            for s in fabric.sites
+        },
+    )
+
+
+#: States whose jobs hold GPUs (and count as running in the statistics).
+_HOLDING = (JobState.RUNNING, JobState.PREEMPTING, JobState.CANCELLING)

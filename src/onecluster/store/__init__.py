@@ -1,0 +1,44 @@
+"""Persistent state: SQLAlchemy 2 tables, Alembic migrations and the :class:`Store` repository."""
+
+from onecluster.store._engine import make_engine, migrate
+from onecluster.store._lifecycle import AttemptFacts, Settlement, settle
+from onecluster.store._records import (
+    ACTIVE_ATTEMPT_STATES,
+    AgentReport,
+    Assignment,
+    AttemptRecord,
+    AttemptState,
+    EventRecord,
+    JobRecord,
+    LogChunk,
+    PlacedPart,
+    PreemptOrder,
+    SiteRecord,
+    StartOrder,
+    SyncReport,
+    TokenRecord,
+)
+from onecluster.store._store import Store
+
+__all__ = [
+    "ACTIVE_ATTEMPT_STATES",
+    "AgentReport",
+    "Assignment",
+    "AttemptFacts",
+    "AttemptRecord",
+    "AttemptState",
+    "EventRecord",
+    "JobRecord",
+    "LogChunk",
+    "PlacedPart",
+    "PreemptOrder",
+    "Settlement",
+    "SiteRecord",
+    "StartOrder",
+    "Store",
+    "SyncReport",
+    "TokenRecord",
+    "make_engine",
+    "migrate",
+    "settle",
+]

@@ -1,0 +1,181 @@
+"""Agent syncs and lost sites, each applied inside the caller's transaction.
+
+A sync is level-triggered and idempotent: reports about attempts that already ended, that
+the server does not know, or that belong to another site change nothing; a log chunk that
+was stored before is not stored twice.  The answer is always the full desired set.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Select, select
+from sqlalchemy.orm import Session
+
+from onecluster.model import JobState
+from onecluster.store._records import AgentReport, Assignment, AttemptState, LogChunk, SyncReport
+from onecluster.store._tables import AgentRow, AttemptRow, JobRow, LogRow
+from onecluster.store._transitions import (
+    ACTIVE,
+    active_attempts_at,
+    end_attempt,
+    event,
+    lock_jobs,
+    settle_job,
+)
+
+__all__ = ["expire_site", "record_sync"]
+
+
+def record_sync(session: Session, site: str, report: SyncReport, now: float) -> list[Assignment]:
+    """Record one sync of ``site``'s agent and return the attempts wanted there.
+
+    Running (or stopping) attempts the agent no longer reports are lost with their
+    processes (e.g. the agent restarted); their jobs are requeued.
+    """
+    agent = session.get(AgentRow, site, with_for_update=True)
+    if agent is None:
+        agent = AgentRow(
+            site=site,
+            agent_id=report.agent_id,
+            backend=report.backend,
+            last_heartbeat=now,
+            capacity=dict(report.capacity),
+            down=False,
+        )
+        session.add(agent)
+        event(session, now, "site_up", f"site {site} is up (agent {report.agent_id})")
+    else:
+        if agent.down:
+            event(session, now, "site_up", f"site {site} is back (agent {report.agent_id})")
+        agent.agent_id = report.agent_id
+        agent.backend = report.backend
+        agent.last_heartbeat = now
+        agent.capacity = dict(report.capacity)
+        agent.down = False
+
+    reported = {r.attempt_id: r for r in report.attempts}
+    # Lock the jobs first, then (re)read their attempts: every attempt change happens under
+    # its job's lock, so what is read after the lock is current.
+    jobs = lock_jobs(session, session.scalars(_job_ids_of(site, list(reported))))
+    known = {
+        a.id: a
+        for a in session.scalars(
+            select(AttemptRow)
+            .where(AttemptRow.job_id.in_(sorted(jobs)), AttemptRow.site == site)
+            .execution_options(populate_existing=True)
+        )
+    }
+    touched: set[str] = set()
+    for attempt in known.values():
+        if _apply(attempt, reported.get(attempt.id), now):
+            touched.add(attempt.job_id)
+    for job_id in sorted(touched):
+        settle_job(session, jobs[job_id], now)
+    _append_logs(session, site, report.logs)
+    return desired(session, site, jobs)
+
+
+def _job_ids_of(site: str, attempt_ids: list[str]) -> Select[str]:
+    """Jobs with an active attempt at ``site`` or with one of ``attempt_ids`` there."""
+    mine = AttemptRow.state.in_(ACTIVE) | AttemptRow.id.in_(attempt_ids)
+    return select(AttemptRow.job_id).where(AttemptRow.site == site, mine).distinct()
+
+
+def _apply(attempt: AttemptRow, report: AgentReport | None, now: float) -> bool:
+    """Apply one report to one attempt; whether its job may need settling."""
+    state = AttemptState(attempt.state)
+    if state in (AttemptState.EXITED, AttemptState.LOST):
+        return False
+    if report is None:
+        if state in (AttemptState.RUNNING, AttemptState.STOPPING):
+            end_attempt(attempt, AttemptState.LOST, None, now)
+            return True
+        return False
+    if report.state == "running":
+        if state is AttemptState.STARTING:
+            attempt.state = AttemptState.RUNNING
+        return False
+    if report.state == "exited":
+        end_attempt(attempt, AttemptState.EXITED, report.exit_code, now)
+    else:
+        end_attempt(attempt, AttemptState.LOST, None, now)
+    return True
+
+
+def _append_logs(session: Session, site: str, chunks: tuple[LogChunk, ...]) -> None:
+    """Store new log text once: the part of a chunk below the attempt's stored size is skipped."""
+    if not chunks:
+        return
+    ids = sorted({c.attempt_id for c in chunks})
+    attempts = {
+        a.id: a
+        for a in session.scalars(select(AttemptRow).where(AttemptRow.id.in_(ids)))
+        if a.site == site
+    }
+    jobs = {
+        j.id: j
+        for j in session.scalars(
+            select(JobRow).where(JobRow.id.in_(sorted({a.job_id for a in attempts.values()})))
+        )
+    }
+    for chunk in sorted(chunks, key=lambda c: (c.attempt_id, c.offset)):
+        attempt = attempts.get(chunk.attempt_id)
+        if attempt is None:
+            continue
+        skip = attempt.log_size - chunk.offset
+        data = chunk.data[skip:] if skip > 0 else chunk.data
+        if not data:
+            continue
+        job = jobs[attempt.job_id]
+        session.add(
+            LogRow(
+                job_id=job.id, attempt_id=attempt.id, offset=job.log_size, size=len(data), data=data
+            )
+        )
+        attempt.log_size = max(attempt.log_size, chunk.offset) + len(data)
+        job.log_size += len(data)
+
+
+def desired(session: Session, site: str, jobs: dict[str, JobRow]) -> list[Assignment]:
+    """The attempts wanted at ``site``: active ones run, stopping ones stop."""
+    wanted = active_attempts_at(session, site)
+    missing = {a.job_id for a in wanted} - set(jobs)
+    if missing:
+        jobs = {
+            **jobs,
+            **{
+                j.id: j
+                for j in session.scalars(select(JobRow).where(JobRow.id.in_(sorted(missing))))
+            },
+        }
+    return [
+        Assignment(
+            attempt_id=a.id,
+            job_id=a.job_id,
+            site=site,
+            action="stop" if a.state == AttemptState.STOPPING else "run",
+            command=tuple(jobs[a.job_id].command),
+            gpu_type=a.gpu_type,
+            gpus=a.gpus,
+            reason=a.stop_reason,
+        )
+        for a in wanted
+    ]
+
+
+def expire_site(session: Session, site: str, now: float) -> int:
+    """Mark ``site`` down and its active attempts lost (their jobs are requeued).
+
+    Returns the number of attempts lost.
+    """
+    agent = session.get(AgentRow, site, with_for_update=True)
+    if agent is not None:
+        agent.down = True
+    lost = active_attempts_at(session, site)
+    jobs = lock_jobs(session, {a.job_id for a in lost})
+    for attempt in lost:
+        end_attempt(attempt, AttemptState.LOST, None, now)
+    for job_id in sorted(jobs):
+        if jobs[job_id].state != JobState.PENDING:
+            settle_job(session, jobs[job_id], now)
+    event(session, now, "site_down", f"site {site} is down; {len(lost)} attempts lost")
+    return len(lost)

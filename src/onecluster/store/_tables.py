@@ -1,0 +1,133 @@
+"""The SQL tables, as SQLAlchemy 2 typed declarative models.
+
+The schema is versioned by the Alembic migrations in ``migrations/versions``; a change here
+needs a new migration (``tests/store`` checks that the migrations produce exactly these
+tables).  JSON columns hold small lists and maps only (parts, gpu types, commands, capacity).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import JSON, BigInteger, ForeignKey, Index, String, Text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+__all__ = ["AgentRow", "AttemptRow", "Base", "EventRow", "JobRow", "LogRow", "TokenRow"]
+
+
+class Base(DeclarativeBase):
+    """Declarative base of every onecluster table."""
+
+
+class JobRow(Base):
+    """A submitted job: its spec, where it is in its life, and its latest placement."""
+
+    __tablename__ = "jobs"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(String(128))
+    team: Mapped[str] = mapped_column(String(64), index=True)
+    state: Mapped[str] = mapped_column(String(16), index=True)
+    gpus: Mapped[int]
+    gpu_types: Mapped[list[str]] = mapped_column(JSON)
+    duration_s: Mapped[float]
+    dataset: Mapped[str | None] = mapped_column(String(64))
+    dataset_bytes: Mapped[int] = mapped_column(BigInteger)
+    priority: Mapped[int]
+    preemptible: Mapped[bool]
+    command: Mapped[list[str]] = mapped_column(JSON)
+    max_sites: Mapped[int]
+    submitted_at: Mapped[float] = mapped_column(index=True)
+    #: When the job last entered the queue (submission or requeue); waits count from here.
+    queued_at: Mapped[float]
+    started_at: Mapped[float | None]
+    finished_at: Mapped[float | None]
+    exit_code: Mapped[int | None]
+    reason: Mapped[str | None] = mapped_column(Text)
+    attempts: Mapped[int] = mapped_column(default=0)
+    preemptions: Mapped[int] = mapped_column(default=0)
+    borrowed: Mapped[bool] = mapped_column(default=False)
+    parts: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+    log_size: Mapped[int] = mapped_column(default=0)
+
+
+class AttemptRow(Base):
+    """One part of one run of a job at one site (a run of a gang spanning sites has several).
+
+    ``state``: starting → running → stopping → exited, or lost when its site went down.
+    """
+
+    __tablename__ = "attempts"
+    __table_args__ = (Index("ix_attempts_site_state", "site", "state"),)
+
+    id: Mapped[str] = mapped_column(String(96), primary_key=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id"), index=True)
+    run: Mapped[int]
+    site: Mapped[str] = mapped_column(String(64))
+    gpu_type: Mapped[str] = mapped_column(String(64))
+    gpus: Mapped[int]
+    parts: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+    state: Mapped[str] = mapped_column(String(16), index=True)
+    stop_reason: Mapped[str | None] = mapped_column(Text)
+    exit_code: Mapped[int | None]
+    started_at: Mapped[float]
+    finished_at: Mapped[float | None]
+    borrowed: Mapped[bool]
+    preemptible: Mapped[bool]
+    waited_s: Mapped[float]
+    cost_per_gpu_hour: Mapped[float]
+    cost: Mapped[float] = mapped_column(default=0.0)
+    log_size: Mapped[int] = mapped_column(default=0)
+
+
+class TokenRow(Base):
+    """An API token, stored as the SHA-256 of its secret only."""
+
+    __tablename__ = "tokens"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    role: Mapped[str] = mapped_column(String(16))
+    team: Mapped[str | None] = mapped_column(String(64))
+    site: Mapped[str | None] = mapped_column(String(64))
+    sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[float]
+    revoked: Mapped[bool] = mapped_column(default=False)
+
+
+class AgentRow(Base):
+    """The status of a site as its agent last reported it."""
+
+    __tablename__ = "agents"
+
+    site: Mapped[str] = mapped_column(String(64), primary_key=True)
+    agent_id: Mapped[str] = mapped_column(String(128))
+    backend: Mapped[str] = mapped_column(String(32))
+    last_heartbeat: Mapped[float]
+    capacity: Mapped[dict[str, int]] = mapped_column(JSON)
+    down: Mapped[bool] = mapped_column(default=False)
+
+
+class LogRow(Base):
+    """A chunk of a job's log; ``offset`` counts characters from the start of the job's log."""
+
+    __tablename__ = "job_logs"
+    __table_args__ = (Index("ix_job_logs_job_offset", "job_id", "offset"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id"))
+    attempt_id: Mapped[str] = mapped_column(String(96))
+    offset: Mapped[int] = mapped_column(BigInteger)
+    size: Mapped[int]
+    data: Mapped[str] = mapped_column(Text)
+
+
+class EventRow(Base):
+    """Something that happened (submitted, started, preempted, site down …), for the record."""
+
+    __tablename__ = "events"
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
+    time: Mapped[float] = mapped_column(index=True)
+    kind: Mapped[str] = mapped_column(String(32))
+    job_id: Mapped[str | None] = mapped_column(String(64), index=True)
+    message: Mapped[str] = mapped_column(Text)

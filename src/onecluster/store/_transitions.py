@@ -1,0 +1,190 @@
+"""Job state changes, each run inside the caller's transaction (one :class:`Session`).
+
+Every function here loads the rows it changes with ``FOR UPDATE`` (a no-op on SQLite, whose
+transactions already hold the write lock) and leaves the job in a state from which the
+reconcile loop or the next agent sync can carry on: a job is never dropped on the floor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from onecluster.model import TERMINAL_STATES, JobState, SitePart
+from onecluster.store._convert import parts_json
+from onecluster.store._lifecycle import AttemptFacts, settle
+from onecluster.store._records import ACTIVE_ATTEMPT_STATES, AttemptState, StartOrder
+from onecluster.store._tables import AttemptRow, EventRow, JobRow
+
+__all__ = [
+    "ACTIVE",
+    "end_attempt",
+    "lock_jobs",
+    "preempt",
+    "settle_job",
+    "start",
+    "stop_run",
+]
+
+ACTIVE = tuple(sorted(s.value for s in ACTIVE_ATTEMPT_STATES))
+
+
+def lock_jobs(session: Session, job_ids: Iterable[str]) -> dict[str, JobRow]:
+    """Load and lock jobs in id order (one order everywhere, so transactions never deadlock)."""
+    ids = sorted(set(job_ids))
+    if not ids:
+        return {}
+    rows = session.scalars(
+        select(JobRow).where(JobRow.id.in_(ids)).order_by(JobRow.id).with_for_update()
+    )
+    return {row.id: row for row in rows}
+
+
+def event(session: Session, now: float, kind: str, message: str, job_id: str | None = None) -> None:
+    """Record an event in the current transaction."""
+    session.add(EventRow(time=now, kind=kind, job_id=job_id, message=message))
+
+
+def current_run(session: Session, job: JobRow) -> list[AttemptRow]:
+    """The attempts of the job's latest run."""
+    return list(
+        session.scalars(
+            select(AttemptRow).where(AttemptRow.job_id == job.id, AttemptRow.run == job.attempts)
+        )
+    )
+
+
+def start(session: Session, job: JobRow, order: StartOrder, now: float) -> bool:
+    """Start a new run of pending ``job`` on ``order.parts``; ``False`` if it is not pending."""
+    if job.state != JobState.PENDING or not order.parts:
+        return False
+    job.attempts += 1
+    waited = max(0.0, now - job.queued_at)
+    for index, part in enumerate(order.parts):
+        session.add(
+            AttemptRow(
+                id=f"{job.id}.{job.attempts}.{index}",
+                job_id=job.id,
+                run=job.attempts,
+                site=part.site,
+                gpu_type=part.gpu_type,
+                gpus=part.gpus,
+                parts=parts_json(
+                    (SitePart(site=part.site, gpu_type=part.gpu_type, gpus=part.gpus),)
+                ),
+                state=AttemptState.STARTING,
+                stop_reason=None,
+                exit_code=None,
+                started_at=now,
+                finished_at=None,
+                borrowed=order.borrowed,
+                preemptible=job.preemptible,
+                waited_s=waited,
+                cost_per_gpu_hour=part.cost_per_gpu_hour,
+                cost=0.0,
+                log_size=0,
+            )
+        )
+    job.state = JobState.RUNNING
+    job.parts = parts_json(
+        tuple(SitePart(site=p.site, gpu_type=p.gpu_type, gpus=p.gpus) for p in order.parts)
+    )
+    job.borrowed = order.borrowed
+    job.reason = None
+    if job.started_at is None:
+        job.started_at = now
+    where = ", ".join(f"{p.gpus}x{p.gpu_type}@{p.site}" for p in order.parts)
+    event(session, now, "started", f"job {job.id} run {job.attempts} started on {where}", job.id)
+    return True
+
+
+def end_attempt(
+    attempt: AttemptRow, state: AttemptState, exit_code: int | None, now: float
+) -> None:
+    """Mark ``attempt`` exited or lost at ``now`` and price the GPU time it held."""
+    attempt.state = state
+    attempt.exit_code = exit_code
+    attempt.finished_at = now
+    hours = max(0.0, now - attempt.started_at) / 3600.0
+    attempt.cost = hours * attempt.gpus * attempt.cost_per_gpu_hour
+
+
+def stop_run(session: Session, job: JobRow, reason: str, now: float) -> None:
+    """Tell every active attempt of the job's run to stop.
+
+    An attempt its agent never reported running ends at once: if the agent did start it
+    meanwhile, it stops it as soon as the server no longer lists it.
+    """
+    for attempt in current_run(session, job):
+        if attempt.state == AttemptState.STARTING:
+            attempt.stop_reason = reason
+            end_attempt(attempt, AttemptState.EXITED, None, now)
+        elif attempt.state == AttemptState.RUNNING:
+            attempt.state = AttemptState.STOPPING
+            attempt.stop_reason = reason
+
+
+def preempt(session: Session, job: JobRow, reason: str, now: float) -> bool:
+    """Stop running ``job`` so it can be requeued; ``False`` if it is not running."""
+    if job.state != JobState.RUNNING:
+        return False
+    job.state = JobState.PREEMPTING
+    job.reason = reason
+    stop_run(session, job, reason, now)
+    event(session, now, "preempting", f"job {job.id}: {reason}", job.id)
+    settle_job(session, job, now)
+    return True
+
+
+def settle_job(session: Session, job: JobRow, now: float) -> None:
+    """Move ``job`` on from the states of its current run (see :mod:`._lifecycle`)."""
+    if job.state in TERMINAL_STATES or job.state == JobState.PENDING:
+        return
+    outcome = settle(JobState(job.state), facts_of(session, job))
+    if outcome.stop_rest is not None:
+        stop_run(session, job, outcome.stop_rest, now)
+        event(session, now, "stopping", f"job {job.id}: {outcome.stop_rest}", job.id)
+        outcome = settle(JobState(job.state), facts_of(session, job))
+    if outcome.state is None:
+        return
+    if outcome.state == JobState.PENDING:
+        job.state = JobState.PENDING
+        job.queued_at = now
+        job.parts = []
+        job.borrowed = False
+        if outcome.preempted:
+            job.preemptions += 1
+        job.reason = outcome.reason or job.reason
+        event(session, now, "requeued", f"job {job.id} requeued: {job.reason}", job.id)
+        return
+    job.state = outcome.state
+    job.finished_at = now
+    job.exit_code = outcome.exit_code
+    job.reason = outcome.reason
+    event(session, now, outcome.state.value, f"job {job.id} {outcome.state.value}", job.id)
+
+
+def facts_of(session: Session, job: JobRow) -> list[AttemptFacts]:
+    """The current run's attempts as :class:`AttemptFacts` (autoflush includes pending changes)."""
+    return [
+        AttemptFacts(
+            site=a.site,
+            state=AttemptState(a.state),
+            exit_code=a.exit_code,
+            finished_at=a.finished_at,
+        )
+        for a in current_run(session, job)
+    ]
+
+
+def active_attempts_at(session: Session, site: str) -> list[AttemptRow]:
+    """Attempts at ``site`` that still hold GPUs."""
+    return list(
+        session.scalars(
+            select(AttemptRow)
+            .where(AttemptRow.site == site, AttemptRow.state.in_(ACTIVE))
+            .order_by(AttemptRow.id)
+        )
+    )

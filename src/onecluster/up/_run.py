@@ -1,0 +1,264 @@
+"""``onecluster up``: the three-site fabric on this machine as real processes, a workload
+replayed through it with a live view, and a clean stop of everything it started."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+
+from rich.console import Console
+from rich.live import Live
+
+from onecluster.client import Client
+from onecluster.fabric import load_fabric
+from onecluster.model import Fabric
+from onecluster.schema import TokenCreate, TokenOut
+from onecluster.up._config import ADMIN_TOKEN_FILE, SERVER_URL_FILE, UpConfig
+from onecluster.up._live import ViewState, render_summary, render_view
+from onecluster.up._processes import ProcessSet
+from onecluster.up._replay import replay
+from onecluster.up._stack import (
+    check_children,
+    choose_port,
+    wait_healthy,
+    wait_sites_up,
+)
+from onecluster.up._workload import DemoWorkload, demo_workload
+
+__all__ = ["run_up"]
+
+#: The server's SQLite database in the state directory (the server's default name).
+DATABASE_FILE = "onecluster.db"
+_OWN_ENTRIES = (
+    "logs",
+    "agents",
+    ADMIN_TOKEN_FILE,
+    DATABASE_FILE,
+    f"{DATABASE_FILE}-wal",
+    f"{DATABASE_FILE}-shm",
+)
+
+
+def run_up(config: UpConfig, console: Console) -> int:
+    """Bring the fabric up, replay the workload, print the summary, then (unless
+    ``config.wait`` is false) keep the API up until Ctrl-C or SIGTERM.  Every process started
+    is stopped before returning — agents first, then the server — and the stop is reported.
+
+    Returns 0, or 130 when interrupted.  Raises :class:`FabricError`/:class:`TraceError` for
+    bad inputs (before anything starts), :class:`BackendError` when a child dies and
+    :class:`UnavailableError` when the stack does not become ready in time.
+    """
+    fabric = load_fabric(config.fabric_path)
+    workload = demo_workload(
+        fabric,
+        config.duration_s,
+        trace_path=config.trace_path,
+        jobs=config.job_count,
+        seed=config.seed,
+    )
+    state = config.state_dir.resolve()
+    _prepare_state(state, keep=config.keep_state)
+    session = _Session(
+        config=config,
+        console=console,
+        fabric=fabric,
+        workload=workload,
+        state=state,
+        url=f"http://{config.host}:{choose_port(config.host, config.port)}",
+        processes=ProcessSet(state / "logs", grace_s=config.stop_grace_s),
+    )
+    interrupted = False
+    try:
+        with _sigterm_as_interrupt():
+            session.run()
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        _stop(session.processes, console, state)
+    return 130 if interrupted else 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Session:
+    """One run of ``up``: what it was given and the processes it owns."""
+
+    config: UpConfig
+    console: Console
+    fabric: Fabric
+    workload: DemoWorkload
+    state: Path
+    url: str
+    processes: ProcessSet
+
+    @property
+    def token_path(self) -> Path:
+        return self.state / ADMIN_TOKEN_FILE
+
+    def run(self) -> None:
+        fabric, console = self.fabric, self.console
+        console.print(f"[bold]onecluster up[/]: fabric {fabric.name} ({self.config.fabric_path})")
+        console.print(f"workload: {self.workload.source}; gangs scaled ×{self.workload.gpu_factor}")
+        self._start_server()
+        with contextlib.ExitStack() as clients:
+            admin = clients.enter_context(Client(self.url, self._admin_token()))
+            for site in fabric.site_names:
+                self._start_agent(site, admin.create_token(TokenCreate(role="agent", site=site)))
+            members = {
+                t.name: clients.enter_context(
+                    Client(
+                        self.url, admin.create_token(TokenCreate(role="member", team=t.name)).token
+                    )
+                )
+                for t in fabric.teams
+            }
+            wait_sites_up(
+                admin, fabric.site_names, self.processes, timeout_s=self.config.startup_timeout_s
+            )
+            console.print(
+                f"all {len(fabric.sites)} sites are up; "
+                f"replaying for {self.config.duration_s:.0f} s"
+            )
+            self._replay(admin, members)
+        console.print(f"API:   {self.url}/api/v1   docs: {self.url}/docs")
+        console.print(f"admin token: {self.token_path}")
+        if self.config.wait:
+            console.print("the API stays up; press Ctrl-C to stop every process")
+            while True:
+                check_children(self.processes)
+                time.sleep(1.0)
+
+    def _start_server(self) -> None:
+        config = self.config
+        server = self.processes.start(
+            "server",
+            [
+                *self._cli(),
+                "--state-dir",
+                str(self.state),
+                "server",
+                "--fabric",
+                str(config.fabric_path.resolve()),
+                "--host",
+                config.host,
+                "--port",
+                self.url.rsplit(":", 1)[1],
+            ],
+        )
+        self.console.print(
+            f"started server (pid {server.pid}) at {self.url}, log {server.log_path}"
+        )
+        with Client(self.url) as anonymous:
+            wait_healthy(anonymous, self.url, self.processes, timeout_s=config.startup_timeout_s)
+        (self.state / SERVER_URL_FILE).write_text(self.url + "\n", encoding="utf-8")
+
+    def _admin_token(self) -> str:
+        return self.token_path.read_text(encoding="utf-8").strip()
+
+    def _start_agent(self, site: str, token: TokenOut) -> None:
+        agent = self.processes.start(
+            f"agent-{site}",
+            [
+                *self._cli(),
+                "--server",
+                self.url,
+                "--token",
+                token.token,
+                "agent",
+                "--site",
+                site,
+                "--backend",
+                "local",
+                "--fabric",
+                str(self.config.fabric_path.resolve()),
+                "--work-dir",
+                str(self.state / "agents" / site),
+            ],
+        )
+        self.console.print(f"started agent of {site} (pid {agent.pid}), log {agent.log_path}")
+
+    def _replay(self, admin: Client, members: dict[str, Client]) -> None:
+        with Live(console=self.console, auto_refresh=False, transient=False) as live:
+
+            def show(view: ViewState) -> None:
+                live.update(render_view(view), refresh=True)
+
+            result = replay(
+                self.workload,
+                fabric_name=self.fabric.name,
+                duration_s=self.config.duration_s,
+                admin=admin,
+                members=members,
+                show=show,
+                check_alive=lambda: check_children(self.processes),
+            )
+        self.console.print()
+        self.console.print(render_summary(result.stats, mean_utilization=result.mean_utilization))
+        self.console.print(
+            f"replay: {result.submitted} jobs submitted, {result.rejected} refused, "
+            f"{result.stats.completed} completed"
+        )
+
+    def _cli(self) -> list[str]:
+        return [self.config.python, "-m", "onecluster.cli"]
+
+
+def _stop(processes: ProcessSet, console: Console, state: Path) -> None:
+    """Stop every child (agents, then the server) with Ctrl-C masked, and say so."""
+    previous = _ignore_sigint()
+    try:
+        stopped = processes.stop_all()
+    finally:
+        _restore_sigint(previous)
+    # the URL would point the CLI at a server that is gone; the admin token stays valid
+    # for the next run with --keep-state
+    (state / SERVER_URL_FILE).unlink(missing_ok=True)
+    if stopped:
+        names = ", ".join(f"{c.name} (pid {c.pid})" for c in stopped)
+        console.print(f"stopped {len(stopped)} processes: {names}")
+
+
+def _prepare_state(state: Path, *, keep: bool) -> None:
+    state.mkdir(parents=True, exist_ok=True)
+    if keep:
+        return
+    for name in _OWN_ENTRIES:
+        path = state / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """Treat SIGTERM like Ctrl-C while ``up`` runs, so both stop everything the same way."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _ignore_sigint() -> object:
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _restore_sigint(previous: object) -> None:
+    if previous is not None:
+        signal.signal(signal.SIGINT, previous)  # type: ignore[arg-type]

@@ -1,0 +1,182 @@
+"""The CLI against a real `onecluster server` process on loopback (no agents: jobs stay queued)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from onecluster.cli import build_app
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+FABRIC = str(ROOT / "examples" / "fabrics" / "three-site.yaml")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    state = tmp_path_factory.mktemp("state")
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = (state / "server.log").open("wb")
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "onecluster.cli",
+            "--state-dir",
+            str(state),
+            "server",
+            "--fabric",
+            FABRIC,
+            "--port",
+            str(port),
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert proc.poll() is None, (state / "server.log").read_text()
+            assert time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.2)
+        yield url, (state / "admin.token").read_text().strip()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+        log.close()
+
+
+def _cli(server: tuple[str, str], *args: str, token: str | None = None) -> tuple[int, str, str]:
+    url, admin = server
+    result = CliRunner().invoke(
+        build_app(), ["--server", url, "--token", token or admin, *args], env={"COLUMNS": "200"}
+    )
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_sites_lists_the_fabric(server: tuple[str, str]) -> None:
+    code, out, _ = _cli(server, "sites", "--json")
+    assert code == 0
+    assert [s["name"] for s in json.loads(out)] == ["shanghai", "singapore", "tokyo"]
+    code, out, _ = _cli(server, "sites")
+    assert code == 0
+    assert "H800 0/384" in out
+
+
+def test_submit_list_show_cancel(server: tuple[str, str]) -> None:
+    code, out, err = _cli(
+        server,
+        "submit",
+        "--team",
+        "llm",
+        "--gpus",
+        "8",
+        "--gpu-type",
+        "H800",
+        "--gpu-type",
+        "A100",
+        "--duration",
+        "2h",
+        "--priority",
+        "high",
+        "--name",
+        "train-1",
+        "--json",
+        "--",
+        "python",
+        "train.py",
+    )
+    assert code == 0, err
+    job = json.loads(out)
+    assert (job["team"], job["gpus"], job["duration_s"], job["priority"]) == (
+        "llm",
+        8,
+        7200,
+        "high",
+    )
+    assert job["gpu_types"] == ["H800", "A100"]
+    assert job["command"] == ["python", "train.py"]
+    code, out, _ = _cli(server, "jobs", "--team", "llm")
+    assert code == 0 and job["id"] in out and "train-1" in out
+    code, out, _ = _cli(server, "jobs", job["id"])
+    assert code == 0 and "python train.py" in out
+    code, out, _ = _cli(server, "cancel", job["id"])
+    assert code == 0 and job["id"] in out
+    code, _, err = _cli(server, "logs", job["id"])
+    assert code == 0
+    deadline = time.monotonic() + 15
+    while json.loads(_cli(server, "jobs", job["id"], "--json")[1])["state"] != "cancelled":
+        assert time.monotonic() < deadline, "the job never became cancelled"
+        time.sleep(0.2)
+    code, _, err = _cli(server, "cancel", job["id"])
+    assert code == 4 and "error:" in err
+
+
+def test_errors_from_the_server_become_exit_codes(server: tuple[str, str]) -> None:
+    code, _, err = _cli(server, "jobs", "j-does-not-exist")
+    assert code == 3 and "error:" in err
+    code, _, err = _cli(server, "sites", token="not-a-token")
+    assert code == 5
+    code, _, err = _cli(
+        server, "submit", "--team", "llm", "--gpus", "5000", "--duration", "60", "--", "sleep", "1"
+    )
+    assert code == 2 and "error:" in err
+    code, _, err = _cli(
+        server, "submit", "--team", "llm", "--gpus", "1", "--duration", "soon", "--", "sleep", "1"
+    )
+    assert code == 2 and "not a positive duration" in err
+    code, _, err = _cli(server, "submit", "--team", "llm", "--gpus", "1", "--duration", "60")
+    assert code == 2 and "hint:" in err
+
+
+def test_gpu_report_in_three_formats(server: tuple[str, str]) -> None:
+    code, out, err = _cli(server, "report", "gpu", "--month", "2026-01", "--format", "json")
+    assert code == 0, err
+    body = json.loads(out)
+    assert body["month"] == "2026-01"
+    assert [t["name"] for t in body["teams"]] == ["llm", "vision", "speech"]
+    code, out, _ = _cli(server, "report", "gpu", "--month", "2026-01", "--format", "csv")
+    assert code == 0
+    assert out.splitlines()[0].startswith("group,name,gpu_hours,borrowed_gpu_hours,cost")
+    code, out, _ = _cli(server, "report", "gpu", "--month", "2026-01")
+    assert code == 0 and "by team" in out and "by site" in out
+
+
+def test_malformed_month_fails_before_any_request() -> None:
+    result = CliRunner().invoke(
+        build_app(), ["--server", "http://127.0.0.1:9", "report", "gpu", "--month", "2026-1"]
+    )
+    assert result.exit_code == 2
+    assert "YYYY-MM" in result.stderr
+
+
+def test_unreachable_server_is_exit_6() -> None:
+    result = CliRunner().invoke(
+        build_app(), ["--server", f"http://127.0.0.1:{_free_port()}", "sites"]
+    )
+    assert result.exit_code == 6
+    assert "error:" in result.stderr

@@ -1,0 +1,151 @@
+"""A real onecluster server on 127.0.0.1 (uvicorn in a thread) with a virtual clock.
+
+The reconcile loop's interval is an hour, so after its first pass tests drive it by hand
+with ``server.step()``; agents are simulated with ``server.sync(...)``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import uvicorn
+from sqlalchemy import text
+
+from onecluster.client import Client
+from onecluster.clock import ManualClock
+from onecluster.fabric import load_fabric
+from onecluster.schema import AgentSync, AgentSyncReply, AttemptReport, TokenCreate
+from onecluster.server import ControlPlane, Reconciler, ReconcileStats, ServerConfig, create_app
+from onecluster.store import make_engine
+from onecluster.store._tables import Base
+
+FABRIC = Path(__file__).resolve().parents[2] / "examples" / "fabrics" / "three-site.yaml"
+T0 = 1_780_000_000.0
+
+
+class RunningServer:
+    """One uvicorn server in a background thread; ``restart()`` keeps the database."""
+
+    def __init__(self, state_dir: Path, clock: ManualClock, db_url: str | None = None) -> None:
+        self.clock = clock
+        self.config = ServerConfig(
+            fabric=load_fabric(FABRIC),
+            state_dir=state_dir,
+            db_url=db_url,
+            reconcile_interval_s=3600.0,
+            agent_timeout_s=10.0,
+            grace_s=5.0,
+        )
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self.url = ""
+        self._clients: list[Client] = []
+        self._agent_tokens: dict[str, str] = {}
+
+    def start(self) -> None:
+        app = create_app(self.config, clock=self.clock)
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
+        server = uvicorn.Server(config)
+        thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+        thread.start()
+        deadline = time.monotonic() + 20
+        while not server.started:
+            if not thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the test server did not start")
+            time.sleep(0.01)
+        self._server, self._thread, self._app = server, thread, app
+        # The lifespan ran one reconcile pass already; wait for it so tests start clean.
+        while self.reconciler.statistics().passes < 1:
+            time.sleep(0.01)
+
+    def stop(self) -> None:
+        for c in self._clients:
+            c.close()
+        self._clients.clear()
+        if self._server is not None and self._thread is not None:
+            self._server.should_exit = True
+            self._thread.join(timeout=20)
+            self._server = self._thread = None
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    @property
+    def control(self) -> ControlPlane:
+        control = self._app.state.control
+        assert isinstance(control, ControlPlane)
+        return control
+
+    @property
+    def reconciler(self) -> Reconciler:
+        reconciler = self._app.state.reconciler
+        assert isinstance(reconciler, Reconciler)
+        return reconciler
+
+    def step(self) -> ReconcileStats:
+        """One reconcile pass now."""
+        return self.reconciler.step()
+
+    def client(self, token: str | None) -> Client:
+        c = Client(self.url, token)
+        self._clients.append(c)
+        return c
+
+    @property
+    def admin_token(self) -> str:
+        return (self.config.state_dir / "admin.token").read_text().strip()
+
+    def admin(self) -> Client:
+        return self.client(self.admin_token)
+
+    def token(self, **scope: str) -> str:
+        return self.admin().create_token(TokenCreate(**scope)).token  # type: ignore[arg-type]
+
+    def sync(
+        self, site: str, *reports: AttemptReport, agent_id: str = "agent-1", **body: object
+    ) -> AgentSyncReply:
+        """One agent sync of ``site`` with its own agent token (minted once per site)."""
+        if site not in self._agent_tokens:
+            self._agent_tokens[site] = self.token(role="agent", site=site)
+        sync = AgentSync(agent_id=agent_id, attempts=list(reports), **body)  # type: ignore[arg-type]
+        return self.client(self._agent_tokens[site]).agent_sync(site, sync)
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(T0)
+
+
+@pytest.fixture
+def pg_server(tmp_path: Path, clock: ManualClock) -> Iterator[RunningServer]:
+    """A server on the project's PostgreSQL (``ONECLUSTER_TEST_PG_URL``), emptied first."""
+    url = os.environ.get("ONECLUSTER_TEST_PG_URL")
+    if not url:
+        pytest.skip("ONECLUSTER_TEST_PG_URL is not set; start one with scripts/postgres.sh")
+    engine = make_engine(url)
+    with engine.begin() as conn:
+        Base.metadata.drop_all(conn)
+        conn.execute(text("DROP TABLE IF EXISTS alembic_version"))
+    engine.dispose()
+    s = RunningServer(tmp_path / "state", clock, db_url=url)
+    s.start()
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def server(tmp_path: Path, clock: ManualClock) -> Iterator[RunningServer]:
+    s = RunningServer(tmp_path / "state", clock)
+    s.start()
+    yield s
+    s.stop()

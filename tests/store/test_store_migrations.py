@@ -1,0 +1,46 @@
+"""The migrations build exactly the tables the ORM declares, and are safe to rerun."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from sqlalchemy import inspect, text
+
+from onecluster.errors import ValidationError
+from onecluster.store import Store, make_engine, migrate
+from onecluster.store._tables import Base
+
+
+def test_migrations_match_the_orm_tables(store: Store) -> None:
+    with store.engine.connect() as conn:
+        context = MigrationContext.configure(conn, opts={"compare_type": True})
+        assert compare_metadata(context, Base.metadata) == []
+
+
+def test_migrate_twice_is_a_no_op_and_records_the_version(tmp_path: Path) -> None:
+    engine = make_engine(f"sqlite:///{tmp_path / 'a.db'}")
+    migrate(engine)
+    migrate(engine)
+    with engine.connect() as conn:
+        version = conn.execute(text("SELECT version_num FROM alembic_version")).scalar_one()
+    assert version == "0001"
+    assert {"jobs", "attempts", "tokens", "agents", "job_logs", "events"} <= set(
+        inspect(engine).get_table_names()
+    )
+    engine.dispose()
+
+
+def test_sqlite_runs_in_wal_mode_with_a_busy_timeout(tmp_path: Path) -> None:
+    engine = make_engine(f"sqlite:///{tmp_path / 'sub' / 'b.db'}")
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar_one() == "wal"
+        assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar_one() == 30000
+    engine.dispose()
+
+
+def test_an_unsupported_database_url_is_refused() -> None:
+    with pytest.raises(ValidationError, match="supports SQLite and PostgreSQL"):
+        make_engine("mysql://localhost/db")

@@ -1,0 +1,153 @@
+"""Agent syncs through the store: exits settle jobs, lost sites requeue them, logs once."""
+
+from __future__ import annotations
+
+from onecluster.model import JobSpec, JobState
+from onecluster.store import (
+    AgentReport,
+    AttemptState,
+    LogChunk,
+    PlacedPart,
+    PreemptOrder,
+    StartOrder,
+    Store,
+    SyncReport,
+)
+
+H100 = PlacedPart(site="tokyo", gpu_type="H100", gpus=8, cost_per_gpu_hour=3.0)
+
+
+def running_job(store: Store, now: float = 0.0) -> tuple[str, str]:
+    job = store.add_job(JobSpec(team="llm", gpus=8, duration_s=60.0, command=("true",)), now=now)
+    store.apply_plan([StartOrder(job_id=job.id, parts=(H100,))], [], now=now)
+    [attempt] = store.attempts(job.id)
+    return job.id, attempt.id
+
+
+def report(
+    *attempts: AgentReport, logs: tuple[LogChunk, ...] = (), agent: str = "a1"
+) -> SyncReport:
+    return SyncReport(agent_id=agent, capacity={"H100": 16}, attempts=attempts, logs=logs)
+
+
+def test_a_sync_lists_a_new_attempt_to_run_and_marks_the_site_up(store: Store) -> None:
+    job_id, attempt_id = running_job(store)
+    [wanted] = store.sync("tokyo", report(), now=1.0)
+    assert (wanted.attempt_id, wanted.job_id, wanted.action) == (attempt_id, job_id, "run")
+    assert (wanted.gpu_type, wanted.gpus, wanted.command) == ("H100", 8, ("true",))
+    [site] = store.sites()
+    assert (site.site, site.agent_id, site.down, dict(site.capacity)) == (
+        "tokyo",
+        "a1",
+        False,
+        {"H100": 16},
+    )
+    assert store.sync("singapore", report(), now=1.0) == []
+
+
+def test_run_then_exit_zero_completes_the_job_and_prices_the_attempt(store: Store) -> None:
+    job_id, attempt_id = running_job(store)
+    store.sync("tokyo", report(AgentReport(attempt_id=attempt_id, state="running")), now=1.0)
+    assert store.attempts(job_id)[0].state is AttemptState.RUNNING
+    done = AgentReport(attempt_id=attempt_id, state="exited", exit_code=0)
+    assert store.sync("tokyo", report(done), now=3600.0) == []
+    job = store.job(job_id)
+    assert (job.state, job.exit_code, job.finished_at) == (JobState.COMPLETED, 0, 3600.0)
+    [attempt] = store.attempts(job_id)
+    assert attempt.cost == 8 * 3.0
+    # The agent repeats the exit until it is no longer listed: nothing changes.
+    assert store.sync("tokyo", report(done), now=3700.0) == []
+    assert store.job(job_id) == job
+
+
+def test_a_non_zero_exit_fails_the_job(store: Store) -> None:
+    job_id, attempt_id = running_job(store)
+    store.sync(
+        "tokyo", report(AgentReport(attempt_id=attempt_id, state="exited", exit_code=2)), now=5.0
+    )
+    job = store.job(job_id)
+    assert (job.state, job.exit_code) == (JobState.FAILED, 2)
+
+
+def test_preemption_stops_the_attempt_and_its_exit_requeues_the_job(store: Store) -> None:
+    job_id, attempt_id = running_job(store)
+    store.sync("tokyo", report(AgentReport(attempt_id=attempt_id, state="running")), now=1.0)
+    store.apply_plan([], [PreemptOrder(job_id=job_id, reason="preempted for j-hi")], now=2.0)
+    [stop] = store.sync(
+        "tokyo", report(AgentReport(attempt_id=attempt_id, state="running")), now=3.0
+    )
+    assert (stop.action, stop.reason) == ("stop", "preempted for j-hi")
+    assert store.job(job_id).state is JobState.PREEMPTING
+    store.sync(
+        "tokyo", report(AgentReport(attempt_id=attempt_id, state="exited", exit_code=143)), now=4.0
+    )
+    job = store.job(job_id)
+    assert (job.state, job.preemptions, job.submitted_at) == (JobState.PENDING, 1, 0.0)
+
+
+def test_cancel_of_a_running_job_waits_for_the_exit(store: Store) -> None:
+    job_id, attempt_id = running_job(store)
+    store.sync("tokyo", report(AgentReport(attempt_id=attempt_id, state="running")), now=1.0)
+    assert store.cancel_job(job_id, now=2.0).state is JobState.CANCELLING
+    [stop] = store.sync(
+        "tokyo", report(AgentReport(attempt_id=attempt_id, state="running")), now=3.0
+    )
+    assert stop.action == "stop"
+    store.sync(
+        "tokyo", report(AgentReport(attempt_id=attempt_id, state="exited", exit_code=-15)), now=4.0
+    )
+    assert store.job(job_id).state is JobState.CANCELLED
+
+
+def test_a_silent_site_goes_down_and_its_jobs_are_requeued(store: Store) -> None:
+    job_id, attempt_id = running_job(store)
+    store.sync("tokyo", report(AgentReport(attempt_id=attempt_id, state="running")), now=1.0)
+    assert store.expire_sites(timeout_s=10.0, now=5.0) == []
+    assert store.expire_sites(timeout_s=10.0, now=12.0) == ["tokyo"]
+    assert store.expire_sites(timeout_s=10.0, now=13.0) == []
+    assert store.sites()[0].down
+    job = store.job(job_id)
+    assert (job.state, job.preemptions) == (JobState.PENDING, 0)
+    assert store.attempts(job_id)[0].state is AttemptState.LOST
+    # The agent comes back still running the lost attempt: it is not listed (so it stops it).
+    assert (
+        store.sync("tokyo", report(AgentReport(attempt_id=attempt_id, state="running")), now=14.0)
+        == []
+    )
+    assert not store.sites()[0].down
+    assert store.job(job_id).state is JobState.PENDING
+
+
+def test_a_restarted_agent_that_lost_a_running_attempt_requeues_its_job(store: Store) -> None:
+    job_id, attempt_id = running_job(store)
+    store.sync("tokyo", report(AgentReport(attempt_id=attempt_id, state="running")), now=1.0)
+    assert store.sync("tokyo", report(agent="a2"), now=2.0) == []
+    assert store.job(job_id).state is JobState.PENDING
+    assert store.attempts(job_id)[0].state is AttemptState.LOST
+
+
+def test_reports_from_another_site_or_of_unknown_attempts_change_nothing(store: Store) -> None:
+    job_id, attempt_id = running_job(store)
+    store.sync(
+        "singapore",
+        report(AgentReport(attempt_id=attempt_id, state="exited", exit_code=0)),
+        now=1.0,
+    )
+    store.sync(
+        "tokyo", report(AgentReport(attempt_id="j-zzz.1.0", state="exited", exit_code=0)), now=1.0
+    )
+    assert store.job(job_id).state is JobState.RUNNING
+    assert store.attempts(job_id)[0].state is AttemptState.STARTING
+
+
+def test_log_chunks_are_stored_once_and_read_from_an_offset(store: Store) -> None:
+    job_id, attempt_id = running_job(store)
+    running = AgentReport(attempt_id=attempt_id, state="running")
+    first = LogChunk(attempt_id=attempt_id, offset=0, data="hello ")
+    store.sync("tokyo", report(running, logs=(first,)), now=1.0)
+    # A resent chunk and an overlapping one add only what is new.
+    overlap = LogChunk(attempt_id=attempt_id, offset=3, data="lo world\n")
+    store.sync("tokyo", report(running, logs=(first, overlap)), now=2.0)
+    assert store.logs(job_id) == (len("hello world\n"), "hello world\n")
+    assert store.logs(job_id, offset=6) == (12, "world\n")
+    assert store.logs(job_id, offset=12) == (12, "")
