@@ -74,6 +74,8 @@ class PassState:
         self.waiting = 0
         self.blocked = 0
         self._paths: StagingPaths | None = None
+        self._victims = any(ledger.victim_gpus.values())
+        self._candidates: dict[tuple[str | None, tuple[str, ...]], tuple[PoolInfo, ...]] = {}
 
     # -- sums ------------------------------------------------------------------------------
 
@@ -100,7 +102,7 @@ class PassState:
             return False
         if not self.config.quotas:
             return True
-        return not any(self.ledger.victim_gpus.values()) and not any(self.draining.values())
+        return not self._victims and not any(self.draining.values())
 
     def stats(self, pending: int) -> PassStats:
         """Counters for this pass."""
@@ -116,19 +118,23 @@ class PassState:
 
     # -- candidates --------------------------------------------------------------------------
 
-    def candidates(self, job: PendingJob) -> list[PoolInfo]:
+    def candidates(self, job: PendingJob) -> tuple[PoolInfo, ...]:
         """Pools this job may use: acceptable type, site up, allowed by pin or home rule."""
         spec = job.spec
         site = job.pinned_site
         if site is None and self.config.home_only:
             team = self.fabric.team(spec.team)
             site = team.home_site if team is not None else None
-        return [
-            p
-            for p in self.pools
-            if (site is None or p.site == site)
-            and (not spec.gpu_types or p.gpu_type in spec.gpu_types)
-        ]
+        key = (site, spec.gpu_types)
+        found = self._candidates.get(key)
+        if found is None:
+            found = self._candidates[key] = tuple(
+                p
+                for p in self.pools
+                if (site is None or p.site == site)
+                and (not spec.gpu_types or p.gpu_type in spec.gpu_types)
+            )
+        return found
 
     def staging(self, job: PendingJob, site: str) -> tuple[int, float]:
         """(missing bytes, seconds to stage them) for ``job``'s dataset at ``site``."""
