@@ -86,16 +86,16 @@ def test_a_failing_reconcile_phase_is_counted_and_the_next_pass_recovers(
         JobSubmit(team="speech", gpus=8, duration_s=60.0, gpu_types=["L40S"])
     )
     store = server.control.store
-    real = store.pending_jobs
+    real = store.running_jobs
 
     def broken() -> list[object]:
         raise RuntimeError("database hiccup")
 
-    monkeypatch.setattr(store, "pending_jobs", broken)
+    monkeypatch.setattr(store, "running_jobs", broken)
     failed = server.step()
     assert failed.errors == 1
     assert set(failed.phase_s) == {"expire", "plan"}
-    monkeypatch.setattr(store, "pending_jobs", real)
+    monkeypatch.setattr(store, "running_jobs", real)
     recovered = server.step()
     assert recovered.errors == 1
     assert recovered.started == 1

@@ -14,6 +14,7 @@ from onecluster.server._config import ServerConfig
 from onecluster.server._control import ControlPlane
 from onecluster.server._errors import install_error_handlers
 from onecluster.server._reconcile import Reconciler
+from onecluster.server._submissions import SubmissionWriter
 
 __all__ = ["create_app"]
 
@@ -24,7 +25,8 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> FastAPI:
     Nothing happens until the app starts: its lifespan then creates or migrates the database,
     mints the first admin token if there is none (``<state_dir>/admin.token``), and runs the
     reconcile loop until shutdown.  While running, ``app.state.control`` is the
-    :class:`ControlPlane` and ``app.state.reconciler`` the :class:`Reconciler`.
+    :class:`ControlPlane`, ``app.state.reconciler`` the :class:`Reconciler` and
+    ``app.state.submissions`` the :class:`SubmissionWriter` (group commit of submissions).
     """
     the_clock: Clock = clock if clock is not None else SystemClock()
 
@@ -32,15 +34,20 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         control = await asyncio.to_thread(ControlPlane.open, config, the_clock)
         reconciler = Reconciler(control)
+        submissions = SubmissionWriter(control.record_submissions)
         app.state.control = control
         app.state.reconciler = reconciler
+        app.state.submissions = submissions
         try:
             async with asyncio.TaskGroup() as tasks:
                 loop = tasks.create_task(reconciler.run(), name="reconcile")
+                writer = tasks.create_task(submissions.run(), name="submissions")
+                await asyncio.sleep(0)  # let the writer start before the first request
                 try:
                     yield
                 finally:
                     loop.cancel()
+                    writer.cancel()
         finally:
             app.state.control = None
             control.close()

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 from onecluster.clock import Clock
 from onecluster.errors import NotFoundError
+from onecluster.model import JobSpec
 from onecluster.reports import Month, UsageRecord, gpu_report
-from onecluster.scheduler import Scheduler
+from onecluster.scheduler import PendingJob, Scheduler
 from onecluster.schema import JobSubmit, SiteOut, StatsOut, TeamOut, TokenCreate, TokenOut
 from onecluster.server._auth import Authenticator, bootstrap_admin_token, hash_token, new_secret
 from onecluster.server._config import ServerConfig
+from onecluster.server._pending import PendingMirror
 from onecluster.server._views import sites_out, stats_out, teams_out
 from onecluster.store import JobRecord, Store
 
@@ -33,6 +36,13 @@ class ControlPlane:
         self.clock = clock
         self.scheduler = Scheduler(config.fabric, config.policy)
         self.auth = Authenticator(store)
+        self.pending = PendingMirror(
+            lambda: (
+                PendingJob(job_id=j.id, spec=j.spec(), submitted_at=j.submitted_at)
+                for j in store.pending_jobs()
+            ),
+            lambda: store.pending_epoch,
+        )
 
     @classmethod
     def open(cls, config: ServerConfig, clock: Clock) -> ControlPlane:
@@ -51,13 +61,26 @@ class ControlPlane:
 
     def submit(self, body: JobSubmit) -> JobRecord:
         """Admit and store a job; :class:`ImpossibleJobError` if no site could ever run it."""
+        return self.record_submissions([self.admit(body)])[0]
+
+    def admit(self, body: JobSubmit) -> JobSpec:
+        """The job a submission asks for; :class:`ImpossibleJobError` if it can never run."""
         dataset_bytes = None
         if body.dataset_gb is None and body.dataset is not None:
             declared = self.fabric.dataset(body.dataset)
             dataset_bytes = declared.size_bytes if declared is not None else 0
         spec = body.to_spec(dataset_bytes=dataset_bytes)
         self.scheduler.admit(spec)
-        return self.store.add_job(spec, now=self.clock.now())
+        return spec
+
+    def record_submissions(self, specs: Sequence[JobSpec]) -> list[JobRecord]:
+        """Store admitted jobs in one transaction and queue them for the next pass."""
+        records = self.store.add_jobs(specs, now=self.clock.now())
+        for spec, record in zip(specs, records, strict=True):
+            self.pending.added(
+                PendingJob(job_id=record.id, spec=spec, submitted_at=record.submitted_at)
+            )
+        return records
 
     # -- tokens ---------------------------------------------------------------------------
 

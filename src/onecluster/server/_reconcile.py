@@ -1,9 +1,10 @@
 """The reconcile loop: level-triggered, each phase idempotent, timed and isolated.
 
 Every pass (1) marks sites whose agent went silent as down, losing their attempts and
-requeuing their jobs; (2) builds the scheduler's view and queue from the database and asks
-:meth:`Scheduler.plan`; (3) applies the plan in one transaction.  A phase that fails is
-logged and counted; the loop goes on with the next phase and the next pass.
+requeuing their jobs; (2) builds the scheduler's view from the database and, with the
+pending queue kept by :class:`PendingMirror`, asks :meth:`Scheduler.plan`; (3) applies the
+plan in one transaction.  A phase that fails is logged and counted; the loop goes on with
+the next phase and the next pass.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import TypeVar
 
-from onecluster.scheduler import PendingJob, PendingQueue, Plan
+from onecluster.scheduler import Plan
 from onecluster.server._control import ControlPlane
 from onecluster.server._views import cluster_view
 from onecluster.store import PlacedPart, PreemptOrder, StartOrder
@@ -105,11 +106,8 @@ class Reconciler:
             now=now,
             timeout_s=c.config.agent_timeout_s,
         )
-        queue = PendingQueue.of(
-            PendingJob(job_id=j.id, spec=j.spec(), submitted_at=j.submitted_at)
-            for j in c.store.pending_jobs()
-        )
-        return c.scheduler.plan(view, queue, now)
+        with c.pending.for_pass() as queue:
+            return c.scheduler.plan(view, queue, now)
 
     def _apply(self, plan: Plan) -> tuple[int, int]:
         if not plan.starts and not plan.preemptions:
@@ -132,7 +130,15 @@ class Reconciler:
             for s in plan.starts
         ]
         preempts = [PreemptOrder(job_id=p.job_id, reason=p.reason) for p in plan.preemptions]
-        return c.store.apply_plan(starts, preempts, now=c.clock.now())
+        try:
+            started, preempted = c.store.apply_plan(starts, preempts, now=c.clock.now())
+        except BaseException:
+            c.pending.invalidate()
+            raise
+        c.pending.started(s.job_id for s in plan.starts)
+        if started < len(starts):
+            c.pending.invalidate()  # some job left the queue meanwhile (e.g. cancelled)
+        return started, preempted
 
 
 def _phase(

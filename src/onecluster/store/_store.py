@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import secrets
+import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import TypeVar
 
 from sqlalchemy import Engine, func, insert, select
@@ -29,7 +31,15 @@ from onecluster.store._records import (
 )
 from onecluster.store._sync import expire_site, record_sync
 from onecluster.store._tables import AgentRow, AttemptRow, Base, EventRow, JobRow, LogRow, TokenRow
-from onecluster.store._transitions import ACTIVE, event, lock_jobs, preempt, start, stop_run
+from onecluster.store._transitions import (
+    ACTIVE,
+    PENDING_CHANGED,
+    event,
+    lock_jobs,
+    preempt,
+    start,
+    stop_run,
+)
 from onecluster.store._transitions import settle_job as _settle
 
 __all__ = ["Store"]
@@ -52,6 +62,21 @@ class Store:
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
         self._reader = engine.execution_options(**{READ_ONLY_OPTION: True})
+        self._epoch_lock = threading.Lock()
+        self._pending_epoch = 0
+        # SQLite admits one writer at a time and makes the others poll with sleeps that grow
+        # to 100 ms (its busy handler).  Queueing this process's writers on a lock instead
+        # hands the write lock over at once: several times the submissions per second.
+        self._writer: AbstractContextManager[object] = (
+            threading.Lock() if engine.dialect.name == "sqlite" else nullcontext()
+        )
+
+    @property
+    def pending_epoch(self) -> int:
+        """Bumped after every committed transaction that put a job back in the queue or took
+        one out other than by starting it (requeue, cancel).  Submissions do not bump it: a
+        cache of the pending set adds those itself and reloads only when this moves."""
+        return self._pending_epoch
 
     @classmethod
     def open(cls, url: str) -> Store:
@@ -75,8 +100,13 @@ class Store:
         bind = self._engine if write else self._reader
         for attempt in range(_TRIES):
             try:
-                with Session(bind, expire_on_commit=False) as session, session.begin():
-                    return work(session)
+                with Session(bind, expire_on_commit=False) as session:
+                    with self._writer if write else nullcontext(), session.begin():
+                        result = work(session)
+                    if session.info.get(PENDING_CHANGED):
+                        with self._epoch_lock:
+                            self._pending_epoch += 1
+                    return result
             except DBAPIError as exc:
                 state = getattr(exc.orig, "sqlstate", None)
                 if state in _RETRY_SQLSTATES and attempt + 1 < _TRIES:
@@ -95,49 +125,41 @@ class Store:
 
     def add_job(self, spec: JobSpec, *, now: float) -> JobRecord:
         """Store a newly submitted job as pending and return it with its new id."""
-        record = JobRecord(
-            id=_new_job_id(),
-            name=spec.name,
-            team=spec.team,
-            state=JobState.PENDING,
-            gpus=spec.gpus,
-            gpu_types=spec.gpu_types,
-            duration_s=spec.duration_s,
-            dataset=spec.dataset,
-            dataset_bytes=spec.dataset_bytes,
-            priority=spec.priority,
-            preemptible=spec.preemptible,
-            command=spec.command,
-            max_sites=spec.max_sites,
-            submitted_at=now,
-            queued_at=now,
-            started_at=None,
-            finished_at=None,
-            exit_code=None,
-            reason=None,
-            attempts=0,
-            preemptions=0,
-            borrowed=False,
-            parts=(),
-        )
-        values = {
-            **{f: getattr(record, f) for f in _JOB_SCALARS},
-            "state": record.state.value,
-            "priority": int(record.priority),
-            "gpu_types": list(record.gpu_types),
-            "command": list(record.command),
-            "parts": [],
-            "log_size": 0,
-        }
-        message = f"job {record.id} submitted by team {spec.team}"
+        return self.add_jobs([spec], now=now)[0]
 
-        def work(s: Session) -> JobRecord:
+    def add_jobs(self, specs: Sequence[JobSpec], *, now: float) -> list[JobRecord]:
+        """Store several submitted jobs in one transaction (group commit); all or none."""
+        records = [_new_job(spec, now) for spec in specs]
+        if not records:
+            return records
+        rows = [
+            {
+                **{f: getattr(r, f) for f in _JOB_SCALARS},
+                "state": r.state.value,
+                "priority": int(r.priority),
+                "gpu_types": list(r.gpu_types),
+                "command": list(r.command),
+                "parts": [],
+                "log_size": 0,
+            }
+            for r in records
+        ]
+        events = [
+            {
+                "time": now,
+                "kind": "submitted",
+                "job_id": r.id,
+                "message": f"job {r.id} submitted by team {r.team}",
+            }
+            for r in records
+        ]
+
+        def work(s: Session) -> list[JobRecord]:
             # Core inserts: submission is the API's hottest write path.
             conn = s.connection()
-            conn.execute(insert(_JOBS), values)
-            submitted = {"time": now, "kind": "submitted", "job_id": record.id, "message": message}
-            conn.execute(insert(_EVENTS), submitted)
-            return record
+            conn.execute(insert(_JOBS), rows)
+            conn.execute(insert(_EVENTS), events)
+            return records
 
         return self._run(work)
 
@@ -204,6 +226,7 @@ class Store:
                 msg = f"job {job_id} already ended ({job.state}); there is nothing to cancel"
                 raise ConflictError(msg)
             if job.state == JobState.PENDING:
+                s.info[PENDING_CHANGED] = True
                 job.state = JobState.CANCELLED
                 job.finished_at = now
                 job.reason = "cancelled before it started"
@@ -399,6 +422,34 @@ class Store:
             row.revoked = True
 
         self._run(work)
+
+
+def _new_job(spec: JobSpec, now: float) -> JobRecord:
+    return JobRecord(
+        id=_new_job_id(),
+        name=spec.name,
+        team=spec.team,
+        state=JobState.PENDING,
+        gpus=spec.gpus,
+        gpu_types=spec.gpu_types,
+        duration_s=spec.duration_s,
+        dataset=spec.dataset,
+        dataset_bytes=spec.dataset_bytes,
+        priority=spec.priority,
+        preemptible=spec.preemptible,
+        command=spec.command,
+        max_sites=spec.max_sites,
+        submitted_at=now,
+        queued_at=now,
+        started_at=None,
+        finished_at=None,
+        exit_code=None,
+        reason=None,
+        attempts=0,
+        preemptions=0,
+        borrowed=False,
+        parts=(),
+    )
 
 
 _JOBS = Base.metadata.tables["jobs"]

@@ -18,8 +18,12 @@ from onecluster.store._lifecycle import AttemptFacts, settle
 from onecluster.store._records import ACTIVE_ATTEMPT_STATES, AttemptState, StartOrder
 from onecluster.store._tables import AttemptRow, EventRow, JobRow
 
+#: Key in ``Session.info`` set by a transaction that requeued or cancelled a pending job.
+PENDING_CHANGED = "onecluster.pending_changed"
+
 __all__ = [
     "ACTIVE",
+    "PENDING_CHANGED",
     "end_attempt",
     "lock_jobs",
     "preempt",
@@ -150,6 +154,7 @@ def settle_job(session: Session, job: JobRow, now: float) -> None:
     if outcome.state is None:
         return
     if outcome.state == JobState.PENDING:
+        session.info[PENDING_CHANGED] = True
         job.state = JobState.PENDING
         job.queued_at = now
         job.parts = []

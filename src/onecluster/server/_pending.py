@@ -1,0 +1,104 @@
+"""The scheduler's pending queue, kept between reconcile passes instead of re-read each time.
+
+The database stays the truth.  Reading every pending job twice a second would make each pass
+cost O(queue) and slow submissions down as the queue grows, so the queue is kept in memory:
+
+- a submission adds its job right after its transaction commits (:meth:`added`);
+- a pass removes the jobs it started (:meth:`started`);
+- anything else that puts a job back in the queue or takes one out (requeue after preemption
+  or a lost site, cancel) bumps :attr:`Store.pending_epoch`, and the next pass reloads the
+  whole queue from the database; so does a plan the store only partly applied, and a pass
+  more than ``full_reload_s`` after the last reload (a backstop for writers in other
+  processes).
+
+A reload reads the database outside the lock; submissions that commit meanwhile are
+remembered and merged in, so none is missed and none is queued twice.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+
+from onecluster.scheduler import PendingJob, PendingQueue
+
+__all__ = ["PendingMirror"]
+
+
+class PendingMirror:
+    """An in-memory :class:`PendingQueue` that follows the database (thread-safe)."""
+
+    def __init__(
+        self,
+        load: Callable[[], Iterable[PendingJob]],
+        epoch: Callable[[], int],
+        *,
+        full_reload_s: float = 30.0,
+    ) -> None:
+        self._load = load
+        self._epoch = epoch
+        self._full_reload_s = full_reload_s
+        self._lock = threading.Lock()
+        self._queue = PendingQueue()
+        self._seen_epoch: int | None = None  # None: never loaded, or invalidated
+        self._loaded_at = 0.0
+        self._during_reload: list[PendingJob] | None = None
+
+    def added(self, job: PendingJob) -> None:
+        """A submission committed: queue it (idempotent)."""
+        with self._lock:
+            if self._during_reload is not None:
+                self._during_reload.append(job)
+            if job.job_id not in self._queue:
+                self._queue.add(job)
+
+    def started(self, job_ids: Iterable[str]) -> None:
+        """A pass started these jobs: they are no longer pending."""
+        with self._lock:
+            for job_id in job_ids:
+                if job_id in self._queue:
+                    self._queue.remove(job_id)
+
+    def invalidate(self) -> None:
+        """Reload from the database before the next pass."""
+        with self._lock:
+            self._seen_epoch = None
+
+    @contextmanager
+    def for_pass(self) -> Iterator[PendingQueue]:
+        """The pending queue for one pass, reloaded first if it may be stale.
+
+        Submissions wait while the pass holds the queue (a pass takes milliseconds), so the
+        scheduler never reads a queue that another thread is changing.
+        """
+        self._refresh()
+        with self._lock:
+            yield self._queue
+
+    def _refresh(self) -> None:
+        epoch = self._epoch()
+        with self._lock:
+            fresh = (
+                self._seen_epoch == epoch
+                and time.monotonic() - self._loaded_at < self._full_reload_s
+            )
+            if fresh:
+                return
+            self._during_reload = []
+        try:
+            loaded = PendingQueue.of(self._load())
+        except BaseException:
+            with self._lock:
+                self._during_reload = None
+            raise
+        with self._lock:
+            assert self._during_reload is not None
+            for job in self._during_reload:
+                if job.job_id not in loaded:
+                    loaded.add(job)
+            self._during_reload = None
+            self._queue = loaded
+            self._seen_epoch = epoch
+            self._loaded_at = time.monotonic()
