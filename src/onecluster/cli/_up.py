@@ -31,7 +31,7 @@ def up(
     ),
     duration: float = typer.Option(90.0, "--duration", help="Seconds of workload replay."),
     jobs: int | None = typer.Option(
-        None, "--jobs", min=1, help="Jobs to replay \\[default: about 0.6 per second]."
+        None, "--jobs", min=1, help="Jobs to replay \\[default: about 3.5 per second]."
     ),
     trace: Path | None = typer.Option(
         None,

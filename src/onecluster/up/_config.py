@@ -58,7 +58,11 @@ class UpConfig:
 
     @property
     def job_count(self) -> int:
-        """Jobs to replay: ``jobs``, or about 0.6 per second of replay (8 to 200)."""
+        """Jobs to replay: ``jobs``, or about 3.5 per second of replay (8 to 600).
+
+        Enough jobs that gangs stay node-sized (8–32 GPUs) and the queue, borrowing and
+        preemption are visible; few enough that a 2-core machine runs them as real processes.
+        """
         if self.jobs is not None:
             return self.jobs
-        return max(8, min(200, round(self.duration_s * 0.6)))
+        return max(8, min(600, round(self.duration_s * 3.5)))
