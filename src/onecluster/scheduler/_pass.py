@@ -75,26 +75,34 @@ class PassState:
         self.blocked = 0
         self._paths: StagingPaths | None = None
         self._victims = any(ledger.victim_gpus.values())
+        self._quota: dict[tuple[str, str], float] = {}
+        self._weight: dict[str, float] = {}
+        #: After a ``HELD_BACK`` outcome: the longest run that could still have backfilled.
+        self.hold_window = 0.0
         self._candidates: dict[tuple[str | None, tuple[str, ...]], tuple[PoolInfo, ...]] = {}
 
     # -- sums ------------------------------------------------------------------------------
 
     def share(self, team: str) -> float:
         """GPUs the team holds (after this pass's starts) divided by its weight."""
-        t = self.fabric.team(team)
-        weight = t.weight if t is not None else 1.0
+        weight = self._weight.get(team)
+        if weight is None:
+            t = self.fabric.team(team)
+            weight = self._weight[team] = t.weight if t is not None else 1.0
         return (self.ledger.team_gpus.get(team, 0) + self.team_added[team]) / weight
 
     def nominal_room(self, team: str, gpu_type: str) -> float:
         """GPUs of ``gpu_type`` the team may still take within quota."""
-        if not self.config.quotas:
-            return math.inf
-        t = self.fabric.team(team)
-        quota = t.quota_for(gpu_type) if t is not None else None
+        key = (team, gpu_type)
+        quota = self._quota.get(key)
         if quota is None:
-            return math.inf
+            t = self.fabric.team(team)
+            found = t.quota_for(gpu_type) if t is not None and self.config.quotas else None
+            quota = self._quota[key] = math.inf if found is None else float(found)
+        if quota == math.inf:
+            return quota
         used = self.ledger.nominal.get(team, {}).get(gpu_type, 0)
-        return quota - used - self.nominal_added[(team, gpu_type)]
+        return quota - used - self.nominal_added[key]
 
     def exhausted(self) -> bool:
         """Nothing more can happen this pass: no free GPU and nothing to preempt."""
@@ -161,6 +169,7 @@ class PassState:
         g = spec.gpus
         w = self.config.weights
         held_back = False
+        self.hold_window = 0.0
         best: tuple[float, PoolInfo, bool, int, float] | None = None
         for p in self.candidates(job):
             f = self.free[p.key]
@@ -174,6 +183,7 @@ class PassState:
                 ledger=self.ledger, free_now=f, now=self.now, gpus=g, duration=spec.duration_s
             ):
                 held_back = True
+                self.hold_window = max(self.hold_window, res.shadow - self.now)
                 continue
             missing, staging_s = self.staging(job, p.site)
             if math.isinf(staging_s):

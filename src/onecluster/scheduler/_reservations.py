@@ -37,6 +37,12 @@ class Reservation:
             return True
         return now + duration <= self._shadow or gpus <= self._extra
 
+    @property
+    def shadow(self) -> float:
+        """When the holder can start (``inf``: not from completions alone); after ``allows``."""
+        assert self._shadow is not None
+        return self._shadow
+
     def consume(self, *, now: float, gpus: int, duration: float) -> None:
         """Record that an allowed job started: one that outlives the shadow uses spare GPUs."""
         assert self._shadow is not None

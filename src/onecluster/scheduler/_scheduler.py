@@ -72,10 +72,13 @@ class Scheduler:
         )
 
 
-#: How many jobs of one bucket a pass may skip because each would delay a reserved job
-#: before it gives up on the bucket (Slurm's ``bf_max_job_test`` plays the same role): it
-#: bounds a pass's work when a long queue of long jobs sits behind a reservation.
-BACKFILL_DEPTH = 64
+#: How many jobs of one bucket a pass may try and find held back (each would delay a reserved
+#: job) before it gives up on the bucket (Slurm's ``bf_max_job_test`` plays the same role).
+BACKFILL_DEPTH = 16
+#: How far past a held-back job a pass looks for one short enough to backfill.  Only jobs
+#: of the same shape follow in a bucket, so only the run time can differ: the look-ahead
+#: reads run times, which costs far less than trying each job.
+BACKFILL_SCAN = 2048
 
 
 class _Cursor:
@@ -88,6 +91,17 @@ class _Cursor:
         self.bucket = bucket
         self.index = bucket.start
         self.held_back = 0
+
+    def skip_longer_than(self, window: float) -> None:
+        """Move to the next live job that runs at most ``window`` seconds (or to the end)."""
+        entries = self.bucket.entries
+        stop = min(len(entries), self.index + BACKFILL_SCAN)
+        while self.index < stop:
+            entry = entries[self.index]
+            if self.queue.is_live(entry) and self.queue.job(entry).spec.duration_s <= window:
+                return
+            self.index += 1
+        self.index = len(entries)
 
     def head(self) -> tuple[tuple[float, int, str], PendingJob] | None:
         entries = self.bucket.entries
@@ -168,6 +182,7 @@ def _serve_level(
         elif outcome == Outcome.HELD_BACK and cursor.held_back < BACKFILL_DEPTH:
             cursor.index += 1
             cursor.held_back += 1
+            cursor.skip_longer_than(state.hold_window)
         else:
             # Capacity only shrinks during a pass, so nothing behind this head fits either.
             cursors.remove(cursor)
