@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 
@@ -32,6 +33,7 @@ class AllocationLedger:
         self.nominal: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         self.borrowed: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         self.team_gpus: dict[str, int] = defaultdict(int)
+        self._ends: dict[PoolKey, list[tuple[float, str, int]]] = defaultdict(list)
 
     @classmethod
     def of(cls, allocations: Iterable[Allocation]) -> AllocationLedger:
@@ -57,6 +59,14 @@ class AllocationLedger:
     def in_pool(self, pool: PoolKey) -> Iterable[Allocation]:
         """Allocations with a part in ``pool``."""
         return self._by_pool.get(pool, {}).values()
+
+    def ends_in_pool(self, pool: PoolKey) -> list[tuple[float, str, int]]:
+        """(expected end, job id, GPUs in ``pool``) of its allocations, soonest first.
+
+        Kept sorted as allocations come and go, so a backfill reservation reads only as many
+        as it needs.  Read-only for callers.
+        """
+        return self._ends.get(pool, [])
 
     def add(self, a: Allocation) -> None:
         """Record a new allocation; a job can hold only one."""
@@ -87,8 +97,12 @@ class AllocationLedger:
                 self.draining[key] += sign * p.gpus
             if a.victim_class:
                 self.victim_gpus[key] += sign * p.gpus
+            end = (a.expected_end, a.job_id, p.gpus)
+            ends = self._ends[key]
             if sign > 0:
                 self._by_pool[key][a.job_id] = a
+                bisect.insort(ends, end)
             else:
                 del self._by_pool[key][a.job_id]
+                del ends[bisect.bisect_left(ends, end)]
         self.team_gpus[a.team] += sign * a.gpus

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from onecluster.errors import ConflictError
 from onecluster.scheduler._state import PendingJob
 
-__all__ = ["Bucket", "BucketKey", "PendingQueue", "Shape"]
+__all__ = ["Bucket", "BucketKey", "Entry", "PendingQueue", "Shape"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +31,9 @@ class Shape:
 
 
 BucketKey = tuple[int, str, Shape]
-_Entry = tuple[float, int, str]
+#: (submitted_at, insertion seq, job id, estimated run time).  Sorted by the first two; the run
+#: time rides along so a backfill look-ahead can skip long jobs without looking them up.
+Entry = tuple[float, int, str, float]
 
 
 class Bucket:
@@ -41,7 +43,7 @@ class Bucket:
 
     def __init__(self, key: BucketKey) -> None:
         self.key = key
-        self.entries: list[_Entry] = []
+        self.entries: list[Entry] = []
         self.live = 0
         self.start = 0  # entries before this index are all removed jobs
 
@@ -106,7 +108,7 @@ class PendingQueue:
         bucket = self._buckets.get(key)
         if bucket is None:
             bucket = self._buckets[key] = Bucket(key)
-        entry = (job.submitted_at, self._seq, job.job_id)
+        entry = (job.submitted_at, self._seq, job.job_id, job.spec.duration_s)
         if not bucket.entries or bucket.entries[-1] < entry:
             bucket.entries.append(entry)
         else:
@@ -135,12 +137,12 @@ class PendingQueue:
             bucket.start = 0
         return job
 
-    def is_live(self, entry: _Entry) -> bool:
+    def is_live(self, entry: Entry) -> bool:
         """Whether a bucket entry still stands for a queued job."""
         found = self._jobs.get(entry[2])
         return found is not None and found[0] == entry[1]
 
-    def job(self, entry: _Entry) -> PendingJob:
+    def job(self, entry: Entry) -> PendingJob:
         """The job a live entry stands for."""
         return self._jobs[entry[2]][1]
 

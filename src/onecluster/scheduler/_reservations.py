@@ -52,22 +52,15 @@ class Reservation:
     def _compute(self, ledger: AllocationLedger, free_now: int, now: float) -> None:
         # Jobs started earlier in this pass are not in the ledger yet and ``free_now`` is net
         # of them: treating them as never ending can only make the shadow later (safe).
-        ends = [
-            (max(a.expected_end, now), p.gpus)
-            for a in ledger.in_pool(self.pool)
-            for p in a.parts
-            if (p.site, p.gpu_type) == self.pool
-        ]
-        ends.sort()
         free = free_now
-        for end, gpus in ends:
+        shadow = now
+        for end, _, gpus in ledger.ends_in_pool(self.pool):
             if free >= self.gpus:
                 break
             free += gpus
-            self._shadow = end
+            shadow = max(end, now)
         if free < self.gpus:
             self._shadow = math.inf
             return
-        if self._shadow is None:
-            self._shadow = now
+        self._shadow = shadow
         self._extra = free - self.gpus

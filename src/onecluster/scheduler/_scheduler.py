@@ -10,7 +10,7 @@ from onecluster.scheduler._admission import admit
 from onecluster.scheduler._config import PolicyConfig
 from onecluster.scheduler._ledger import AllocationLedger
 from onecluster.scheduler._pass import Outcome, PassState, PoolInfo
-from onecluster.scheduler._queue import Bucket, BucketKey, PendingQueue
+from onecluster.scheduler._queue import Bucket, BucketKey, Entry, PendingQueue
 from onecluster.scheduler._state import ClusterView, PendingJob, Plan
 
 __all__ = ["Scheduler"]
@@ -96,14 +96,17 @@ class _Cursor:
         """Move to the next live job that runs at most ``window`` seconds (or to the end)."""
         entries = self.bucket.entries
         stop = min(len(entries), self.index + BACKFILL_SCAN)
-        while self.index < stop:
-            entry = entries[self.index]
-            if self.queue.is_live(entry) and self.queue.job(entry).spec.duration_s <= window:
+        is_live = self.queue.is_live
+        index = self.index
+        while index < stop:
+            entry = entries[index]
+            if entry[3] <= window and is_live(entry):
+                self.index = index
                 return
-            self.index += 1
+            index += 1
         self.index = len(entries)
 
-    def head(self) -> tuple[tuple[float, int, str], PendingJob] | None:
+    def head(self) -> tuple[Entry, PendingJob] | None:
         entries = self.bucket.entries
         while self.index < len(entries):
             entry = entries[self.index]
@@ -114,7 +117,7 @@ class _Cursor:
 
 
 def _serve_fifo(state: PassState, queue: PendingQueue) -> None:
-    heap: list[tuple[tuple[float, int, str], BucketKey]] = []
+    heap: list[tuple[Entry, BucketKey]] = []
     cursors: dict[BucketKey, _Cursor] = {}
     for b in queue.buckets():
         c = cursors[b.key] = _Cursor(queue, b)
@@ -167,7 +170,7 @@ def _serve_level(
             return
         _, team = heapq.heappop(heap)
         cursors = teams[team]
-        pick: tuple[tuple[float, int, str], PendingJob, _Cursor] | None = None
+        pick: tuple[Entry, PendingJob, _Cursor] | None = None
         for c in cursors:
             found = c.head()
             if found is not None and (pick is None or found[0] < pick[0]):
