@@ -78,7 +78,7 @@ BACKFILL_DEPTH = 16
 #: How far past a held-back job a pass looks for one short enough to backfill.  Only jobs
 #: of the same shape follow in a bucket, so only the run time can differ: the look-ahead
 #: reads run times, which costs far less than trying each job.
-BACKFILL_SCAN = 2048
+BACKFILL_SCAN = 256
 
 
 class _Cursor:
