@@ -2,22 +2,14 @@
 
 from __future__ import annotations
 
-import enum
 from pathlib import Path
 
 import typer
 
 from onecluster.cli._config import config_of
+from onecluster.cli._options import Policy
 
 __all__ = ["register"]
-
-
-class Policy(enum.StrEnum):
-    """The scheduling policies the server can run."""
-
-    UNIFIED = "unified"
-    SEPARATE = "separate"
-    FIFO = "fifo"
 
 
 def register(app: typer.Typer) -> None:

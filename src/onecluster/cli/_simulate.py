@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import enum
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import TYPE_CHECKING
 import typer
 from rich.table import Table
 
+from onecluster.cli._options import Policy
 from onecluster.cli._render import err_console, out_console
 from onecluster.errors import ValidationError
 from onecluster.model import Fabric
@@ -20,14 +20,6 @@ if TYPE_CHECKING:
     from onecluster.workload import TraceJob
 
 __all__ = ["register"]
-
-
-class Policy(enum.StrEnum):
-    """The scheduling policies the simulator compares."""
-
-    UNIFIED = "unified"
-    SEPARATE = "separate"
-    FIFO = "fifo"
 
 
 def register(app: typer.Typer) -> None:

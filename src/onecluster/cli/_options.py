@@ -1,0 +1,15 @@
+"""Option types shared by several commands."""
+
+from __future__ import annotations
+
+import enum
+
+__all__ = ["Policy"]
+
+
+class Policy(enum.StrEnum):
+    """The scheduling policies (see ``docs/scheduler.md``): onecluster's, and two baselines."""
+
+    UNIFIED = "unified"
+    SEPARATE = "separate"
+    FIFO = "fifo"
