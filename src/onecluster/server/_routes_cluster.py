@@ -15,8 +15,8 @@ router = APIRouter()
 
 
 @router.get("/healthz", tags=["cluster"])
-def healthz() -> HealthOut:
-    """Liveness: no token needed."""
+async def healthz() -> HealthOut:
+    """Liveness: no token needed; async, so it never queues behind the thread pool."""
     return HealthOut(status="ok")
 
 
