@@ -180,3 +180,25 @@ def test_unreachable_server_is_exit_6() -> None:
     )
     assert result.exit_code == 6
     assert "error:" in result.stderr
+
+
+def test_token_create_mints_a_member_token_that_works(server: tuple[str, str]) -> None:
+    code, out, err = _cli(server, "token", "create", "--role", "member", "--team", "vision")
+    assert code == 0, err
+    assert "shown only once" in err
+    member = out.strip()
+    code, out, err = _cli(server, "jobs", "--team", "vision", "--json", token=member)
+    assert code == 0, err
+    assert isinstance(json.loads(out), list)
+    code, _, err = _cli(server, "jobs", "--team", "llm", token=member)
+    assert code == 5  # another team's jobs: forbidden
+    assert "error:" in err
+
+
+def test_token_create_refuses_a_scope_that_does_not_fit_the_role(server: tuple[str, str]) -> None:
+    code, _, err = _cli(server, "token", "create", "--role", "agent", "--team", "vision")
+    assert code == 2
+    assert "an agent token needs a site" in err
+    code, _, err = _cli(server, "token", "create", "--role", "member", "--team", "nobody")
+    assert code == 3
+    assert "no team 'nobody'" in err

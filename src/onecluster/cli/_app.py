@@ -19,6 +19,7 @@ from onecluster.cli import (
     _simulate,
     _sites,
     _submit,
+    _token,
     _up,
 )
 from onecluster.cli._config import DEFAULT_STATE_DIR, Environment, resolve_config
@@ -50,6 +51,7 @@ def build_app() -> typer.Typer:
         _sites,
         _simulate,
         _report,
+        _token,
     ):
         module.register(app)
     return app

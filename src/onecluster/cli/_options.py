@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["Policy"]
+__all__ = ["Policy", "Role"]
 
 
 class Policy(enum.StrEnum):
@@ -13,3 +13,11 @@ class Policy(enum.StrEnum):
     UNIFIED = "unified"
     SEPARATE = "separate"
     FIFO = "fifo"
+
+
+class Role(enum.StrEnum):
+    """The roles a token can carry."""
+
+    ADMIN = "admin"
+    MEMBER = "member"
+    AGENT = "agent"
