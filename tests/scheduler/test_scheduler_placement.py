@@ -151,3 +151,29 @@ def test_backfill_never_delays_the_reserved_job(small: Fabric) -> None:
     )
     plan = Scheduler(small).plan(view, q, 0)
     assert sites_of(plan.starts) == {"short": ("a",)}
+
+
+def test_blocked_job_reserves_where_it_starts_soonest(small: Fabric) -> None:
+    # a frees up at t=100, b (more GPUs free right now) only at t=1000: the big job's place
+    # is held at a, so a long small job must go to b even though a is cheaper.
+    running = (
+        Allocation(
+            job_id="xa",
+            team="t1",
+            parts=(SitePart(site="a", gpu_type="H100", gpus=6),),
+            expected_end=100,
+        ),
+        Allocation(
+            job_id="xb",
+            team="t2",
+            parts=(SitePart(site="b", gpu_type="H100", gpus=5),),
+            expected_end=1000,
+        ),
+    )
+    view = ClusterView(running=running, down_sites=frozenset({"c"}))
+    q = PendingQueue.of(
+        [job("big", gpus=8, at=0), job("long", gpus=2, at=1, duration_s=500)]
+    )
+    plan = Scheduler(small).plan(view, q, 0)
+    assert sites_of(plan.starts) == {"long": ("b",)}
+    assert plan.stats.reservations == 1

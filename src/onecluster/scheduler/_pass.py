@@ -15,7 +15,7 @@ from onecluster.scheduler._config import PolicyConfig
 from onecluster.scheduler._ledger import AllocationLedger, PoolKey
 from onecluster.scheduler._network import StagingPaths
 from onecluster.scheduler._preemption import VictimChoice, choose_victims
-from onecluster.scheduler._reservations import Reservation
+from onecluster.scheduler._reservations import Reservation, shadow_time
 from onecluster.scheduler._state import ClusterView, PassStats, PendingJob, Preempt, Start
 
 __all__ = ["Outcome", "PassState", "PoolInfo"]
@@ -179,9 +179,7 @@ class PassState:
             if borrowed and not allow_borrow:
                 continue
             res = self.reservations.get(p.key)
-            if res is not None and not res.allows(
-                ledger=self.ledger, free_now=f, now=self.now, gpus=g, duration=spec.duration_s
-            ):
+            if res is not None and not res.allows(now=self.now, gpus=g, duration=spec.duration_s):
                 held_back = True
                 self.hold_window = max(self.hold_window, res.shadow - self.now)
                 continue
@@ -340,12 +338,28 @@ class PassState:
         return True
 
     def reserve(self, job: PendingJob) -> None:
-        """Hold a blocked job's place in the pool closest to fitting it (EASY backfill)."""
-        if not self.config.backfill or job.spec.max_sites > 1:
+        """Hold a blocked job's place in the pool where it can start soonest (EASY backfill).
+
+        The expected start in each candidate pool comes from the expected ends of the jobs
+        running there; the earliest wins (then the one with more GPUs free now).  A job that
+        no pool could hold from completions alone (it waits on preemption) reserves nothing:
+        holding GPUs for it would only leave them idle.
+        """
+        spec = job.spec
+        if not self.config.backfill or spec.max_sites > 1:
             return
-        pools = [p for p in self.candidates(job) if p.count >= job.spec.gpus]
-        pools = [p for p in pools if p.key not in self.reservations]
-        if not pools:
-            return
-        p = max(pools, key=lambda p: (self.free[p.key], p.count))
-        self.reservations[p.key] = Reservation(pool=p.key, gpus=job.spec.gpus)
+        best: tuple[float, int, int, PoolInfo] | None = None  # (shadow, -free, extra, pool)
+        for p in self.candidates(job):
+            if p.count < spec.gpus or p.key in self.reservations:
+                continue
+            free = self.free[p.key]
+            shadow, extra = shadow_time(
+                self.ledger, p.key, free_now=free, need=spec.gpus, now=self.now
+            )
+            if not math.isinf(shadow) and (best is None or (shadow, -free) < best[:2]):
+                best = (shadow, -free, extra, p)
+        if best is not None:
+            shadow, _, extra, p = best
+            self.reservations[p.key] = Reservation(
+                pool=p.key, gpus=spec.gpus, shadow=shadow, extra=extra
+            )
