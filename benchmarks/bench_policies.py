@@ -31,7 +31,14 @@ from pathlib import Path
 from onecluster.fabric import load_fabric
 from onecluster.model import Fabric
 from onecluster.simulate import SimResult, simulate
-from onecluster.workload import TraceJob, generate, read_alibaba, select_jobs
+from onecluster.workload import (
+    TraceJob,
+    at_load,
+    generate,
+    offered_load,
+    read_alibaba,
+    select_jobs,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 FABRIC = ROOT / "examples" / "fabrics" / "three-site.yaml"
@@ -48,18 +55,6 @@ GPU_MAP = {
     "G2": "H100",
     "G3": "H800",
 }
-
-
-def offered_load(jobs: Sequence[TraceJob], gpus: int) -> float:
-    """GPU-seconds asked for ÷ (arrival span × ``gpus``)."""
-    span = jobs[-1].submit_time - jobs[0].submit_time
-    return sum(j.gpus * j.duration_s for j in jobs) / (span * gpus)
-
-
-def at_load(jobs: Sequence[TraceJob], gpus: int, load: float) -> tuple[tuple[TraceJob, ...], float]:
-    """``jobs`` with arrivals compressed to offered ``load``, and the factor used."""
-    scale = load / offered_load(jobs, gpus)
-    return select_jobs(jobs, time_scale=scale, rebase=True), scale
 
 
 def alibaba_jobs(fabric: Fabric) -> tuple[TraceJob, ...]:

@@ -35,7 +35,7 @@ from onecluster.scheduler import (
     Scheduler,
 )
 from onecluster.simulate import simulate
-from onecluster.workload import generate, select_jobs
+from onecluster.workload import at_load, generate
 
 ROOT = Path(__file__).resolve().parent.parent
 FABRIC = ROOT / "examples" / "fabrics" / "three-site.yaml"
@@ -150,9 +150,7 @@ def time_simulation(jobs: int, repeat: int, seed: int, load: float = 0.8) -> dic
     teams = [t.name for t in fabric.teams]
     homes = {t.name: t.home_site for t in fabric.teams}
     raw = generate(jobs, seed, teams, home_sites=homes, max_duration_s=7200)
-    span = raw[-1].submit_time - raw[0].submit_time
-    scale = load * fabric.total_gpus * span / sum(j.gpus * j.duration_s for j in raw)
-    workload = select_jobs(raw, time_scale=scale)
+    workload, _ = at_load(raw, fabric.total_gpus, load)
     out: dict[str, object] = {"jobs": jobs, "offered_load": load}
     for policy in ("unified", "separate", "fifo"):
         rates = [simulate(fabric, workload, policy).jobs_per_second for _ in range(repeat)]

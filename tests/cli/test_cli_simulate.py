@@ -98,3 +98,25 @@ def test_unreadable_trace_is_a_trace_error(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert result.stdout == ""
     assert "error:" in result.stderr
+
+
+def test_load_and_max_duration_shape_the_replay(tmp_path: Path) -> None:
+    trace = _alibaba(tmp_path)
+    base = ["simulate", "--fabric", FABRIC, "--trace", str(trace), "--json"]
+    clipped = CliRunner().invoke(build_app(), [*base, "--max-duration", "60", "--load", "0.5"])
+    assert clipped.exit_code == 0, clipped.stderr
+    assert "offered load of 50%" in clipped.stderr
+    body = json.loads(clipped.stdout)
+    assert body["jobs_completed"] == 40
+    # every job now runs 60 s, so no job can take longer than that once it started
+    assert body["mean_jct_s"] - body["mean_wait_s"] <= 60.0 + 1e-6
+
+
+def test_load_and_time_scale_are_exclusive(tmp_path: Path) -> None:
+    trace = _alibaba(tmp_path)
+    result = CliRunner().invoke(
+        build_app(),
+        ["simulate", "--fabric", FABRIC, "--trace", str(trace), "--load", "1", "--time-scale", "2"],
+    )
+    assert result.exit_code == 2
+    assert "give one of them" in result.stderr

@@ -171,9 +171,7 @@ def test_blocked_job_reserves_where_it_starts_soonest(small: Fabric) -> None:
         ),
     )
     view = ClusterView(running=running, down_sites=frozenset({"c"}))
-    q = PendingQueue.of(
-        [job("big", gpus=8, at=0), job("long", gpus=2, at=1, duration_s=500)]
-    )
+    q = PendingQueue.of([job("big", gpus=8, at=0), job("long", gpus=2, at=1, duration_s=500)])
     plan = Scheduler(small).plan(view, q, 0)
     assert sites_of(plan.starts) == {"long": ("b",)}
     assert plan.stats.reservations == 1

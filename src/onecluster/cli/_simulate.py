@@ -43,16 +43,31 @@ def simulate(
     limit: int | None = typer.Option(None, "--limit", min=1, help="Replay at most this many jobs."),
     skip: int = typer.Option(0, "--skip", min=0, help="Skip this many jobs of the trace first."),
     time_scale: float = typer.Option(1.0, "--time-scale", help="Divide arrival times by this."),
+    load: float | None = typer.Option(
+        None,
+        "--load",
+        help="Instead of --time-scale: compress arrivals so the jobs ask for this share of the "
+        "fabric's GPU-time (1.0 = every GPU busy).",
+    ),
+    max_duration: float | None = typer.Option(
+        None,
+        "--max-duration",
+        help="Clip run times to this many seconds (Alibaba pods include months-long services).",
+    ),
     seed: int = typer.Option(0, "--seed", help="Seed of the generator (with --generate)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object on stdout."),
 ) -> None:
     """Simulate a workload on a fabric; deterministic for the same inputs."""
     from onecluster.fabric import load_fabric
     from onecluster.simulate import simulate as run_simulation
+    from onecluster.workload import at_load
 
     if (trace is None) == (generate_jobs is None):
         msg = "simulate needs exactly one of --trace and --generate"
         raise ValidationError(msg, hint="e.g. --trace trace.csv, or --generate 500")
+    if load is not None and time_scale != 1.0:
+        msg = "--load and --time-scale both set the arrival rate; give one of them"
+        raise ValidationError(msg)
     fabric = load_fabric(fabric_path)
     warn = err_console()
     jobs = _jobs(
@@ -62,9 +77,13 @@ def simulate(
         limit=limit,
         skip=skip,
         time_scale=time_scale,
+        max_duration=max_duration,
         seed=seed,
         warnings=warn.print,
     )
+    if load is not None:
+        jobs, scale = at_load(jobs, fabric.total_gpus, load)
+        warn.print(f"arrivals compressed ×{scale:.3g} to an offered load of {load:.0%}")
     result = run_simulation(fabric, jobs, policy.value, seed=seed)
     for warning in result.warnings:
         warn.print(f"[yellow]warning:[/] {warning}")
@@ -108,6 +127,7 @@ def _jobs(
     limit: int | None,
     skip: int,
     time_scale: float,
+    max_duration: float | None,
     seed: int,
     warnings: Callable[[str], None],
 ) -> Sequence[TraceJob]:
@@ -118,10 +138,21 @@ def _jobs(
     if trace is None:
         assert generate_jobs is not None
         return generate(
-            generate_jobs, seed, teams or ["default"], home_sites=homes, time_scale=time_scale
+            generate_jobs,
+            seed,
+            teams or ["default"],
+            home_sites=homes,
+            time_scale=time_scale,
+            max_duration_s=max_duration,
         )
     jobs = load_trace(
-        trace, teams=teams, home_sites=homes, time_scale=time_scale, skip=skip, limit=limit
+        trace,
+        teams=teams,
+        home_sites=homes,
+        time_scale=time_scale,
+        skip=skip,
+        limit=limit,
+        max_duration_s=max_duration,
     )
     if trace_format(trace) != "alibaba":
         return jobs
