@@ -25,6 +25,7 @@ class FakeControlPlane:
     def __init__(self, *, interval_s: float = 0.05) -> None:
         self.interval_s = interval_s
         self.mode = "ok"  # "ok" | "503" | "drop" | "garbage"
+        self.lease_s: float | None = None  # sent as the reply's lease when set
         self._lock = threading.Lock()
         self._desired: list[dict[str, Any]] = []
         self._syncs: list[dict[str, Any]] = []
@@ -122,7 +123,10 @@ class FakeControlPlane:
         with self._lock:
             self._syncs.append(json.loads(raw))
             desired = list(self._desired)
-        return _answer(handler, 200, {"heartbeat_interval_s": self.interval_s, "attempts": desired})
+        reply: dict[str, Any] = {"heartbeat_interval_s": self.interval_s, "attempts": desired}
+        if self.lease_s is not None:
+            reply["lease_s"] = self.lease_s
+        return _answer(handler, 200, reply)
 
 
 def _answer(handler: BaseHTTPRequestHandler, status: int, body: dict[str, Any]) -> None:

@@ -216,6 +216,27 @@ def test_jobs_keep_running_while_the_server_is_unreachable(
     assert loop.agent.statistics().consecutive_failures == 0
 
 
+def test_an_agent_cut_off_for_half_its_lease_stops_its_jobs(
+    control_plane: Any, start_agent: Any, make_run_order: Order, tmp_path: Path
+) -> None:
+    # The server gives a silent site's work away after the lease; the agent must have
+    # stopped it by then, or the job would run in two places.
+    pid = tmp_path / "pid"
+    control_plane.lease_s = 1.0
+    control_plane.want(make_run_order("a1", f"echo $$ > {pid}; {IDLE}"))
+    start_agent()
+    control_plane.wait_for(reports("a1", state="running"))
+    wait_file(pid, "\n")
+    control_plane.mode = "503"
+    deadline = time.monotonic() + 5
+    while alive(int(pid.read_text())):
+        assert time.monotonic() < deadline, "the agent kept running a job it may no longer own"
+        time.sleep(0.02)
+    control_plane.mode = "ok"
+    control_plane.wait_for(reports("a1", state="exited", exit_code=143))
+    assert "the agent lost the control plane" in control_plane.logs_of("a1")
+
+
 def test_log_output_is_shipped_in_capped_contiguous_chunks(
     control_plane: Any, start_agent: Any, make_run_order: Order
 ) -> None:

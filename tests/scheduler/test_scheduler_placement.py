@@ -175,3 +175,10 @@ def test_blocked_job_reserves_where_it_starts_soonest(small: Fabric) -> None:
     plan = Scheduler(small).plan(view, q, 0)
     assert sites_of(plan.starts) == {"long": ("b",)}
     assert plan.stats.reservations == 1
+
+
+def test_reported_capacity_below_the_fabric_is_respected(small: Fabric) -> None:
+    # a's agent reports only 2 of its 8 H100: a 4-GPU job must go to b despite the price.
+    view = ClusterView(capacity={("a", "H100"): 2}, down_sites=frozenset({"c"}))
+    plan = Scheduler(small).plan(view, PendingQueue.of([job("j", gpus=4)]), 0)
+    assert sites_of(plan.starts) == {"j": ("b",)}

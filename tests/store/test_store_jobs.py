@@ -6,7 +6,14 @@ import pytest
 
 from onecluster.errors import ConflictError, NotFoundError
 from onecluster.model import JobSpec, JobState, PriorityClass, SitePart
-from onecluster.store import AttemptState, PlacedPart, PreemptOrder, StartOrder, Store
+from onecluster.store import (
+    AttemptState,
+    PlacedPart,
+    PreemptOrder,
+    StartOrder,
+    Store,
+    SyncReport,
+)
 
 
 def spec(team: str = "llm", gpus: int = 8, **kw: object) -> JobSpec:
@@ -93,11 +100,15 @@ def test_cancelling_a_pending_job_ends_it_at_once(store: Store) -> None:
         store.cancel_job(job.id, now=3.0)
 
 
-def test_cancelling_a_job_whose_attempt_never_ran_ends_it_at_once(store: Store) -> None:
+def test_cancelling_a_job_whose_attempt_never_ran_waits_for_its_agent(store: Store) -> None:
+    # The agent may have started the attempt since its last sync: the GPUs are free only
+    # once it says so, or says nothing of it (then the attempt ended as lost).
     job = store.add_job(spec(), now=1.0)
     place(store, job.id, H100)
-    assert store.cancel_job(job.id, now=11.0).state is JobState.CANCELLED
-    assert store.attempts(job.id)[0].state is AttemptState.EXITED
+    assert store.cancel_job(job.id, now=11.0).state is JobState.CANCELLING
+    assert store.attempts(job.id)[0].state is AttemptState.STOPPING
+    store.sync("tokyo", SyncReport(agent_id="a1", capacity={"H100": 16}), now=12.0)
+    assert store.job(job.id).state is JobState.CANCELLED
 
 
 def test_preempting_a_starting_job_requeues_it_with_its_id_and_submission_time(
@@ -106,6 +117,9 @@ def test_preempting_a_starting_job_requeues_it_with_its_id_and_submission_time(
     job = store.add_job(spec(), now=1.0)
     place(store, job.id, H100)
     assert store.apply_plan([], [PreemptOrder(job_id=job.id, reason="for j-x")], now=20.0) == (0, 1)
+    assert store.job(job.id).state is JobState.PREEMPTING  # until the agent has had its say
+    wanted = store.sync("tokyo", SyncReport(agent_id="a1", capacity={"H100": 16}), now=21.0)
+    assert wanted == []  # it never started the attempt, so there is nothing to stop
     back = store.job(job.id)
     assert back.state is JobState.PENDING
     assert back.preemptions == 1
@@ -115,7 +129,7 @@ def test_preempting_a_starting_job_requeues_it_with_its_id_and_submission_time(
     again = store.job(job.id)
     assert again.attempts == 2
     assert [a.run for a in store.attempts(job.id)] == [1, 2]
-    assert store.attempts(job.id)[1].waited_s == 10.0
+    assert store.attempts(job.id)[1].waited_s == 9.0
 
 
 def test_counts_waits_and_events_follow_the_jobs(store: Store) -> None:
@@ -141,3 +155,17 @@ def test_tokens_are_found_by_hash_until_revoked(store: Store) -> None:
     store.revoke_token(tok.id)
     assert store.token("ab" * 32) is None
     assert not store.has_admin_token()
+
+
+def test_an_attempt_its_agent_never_starts_is_given_back(store: Store) -> None:
+    from onecluster.store._sync import START_TIMEOUT_S
+
+    job = store.add_job(spec(), now=1.0)
+    place(store, job.id, H100)
+    quiet = SyncReport(agent_id="a1", capacity={"H100": 4})  # the agent cannot start 8
+    store.sync("tokyo", quiet, now=20.0)
+    assert store.job(job.id).state is JobState.RUNNING
+    store.sync("tokyo", quiet, now=10.0 + START_TIMEOUT_S + 1)
+    back = store.job(job.id)
+    assert back.state is JobState.PENDING
+    assert "lost" in (back.reason or "")

@@ -3,8 +3,14 @@
 Each turn polls the backend; when a sync is due it reports every attempt and the new log
 text, receives the desired attempts and reconciles (see :mod:`onecluster.agent._reconcile`).
 A server that cannot be reached or fails (5xx) never stops the loop: attempts keep running,
-the sync is retried with exponential backoff capped at ``max_backoff_s``, and a warning line
-says so on every failed sync.
+the sync is retried with exponential backoff capped at ``max_backoff_s`` (default 4 s, well
+inside the server's lease), and a warning line says so on every failed sync.
+
+Fencing: the server gives a silent site's work to other sites after its lease (``lease_s`` in
+every sync reply, the server's ``agent_timeout_s``).  An agent that has not synced for half
+the lease stops every attempt it runs, with a grace short enough that they are gone before the
+lease ends, so a job never runs in two places at once.  The attempts are reported (as ended)
+when the server answers again; the server has requeued their jobs by then.
 
 Shutdown (the ``stop`` event of :meth:`Agent.run` is set, e.g. on SIGTERM/SIGINT): every
 running attempt is stopped with ``stop_grace_s`` (SIGTERM, then SIGKILL), the agent waits for
@@ -31,6 +37,9 @@ from onecluster.errors import PlatformError
 from onecluster.schema import AgentSync, AgentSyncReply, AttemptReport
 
 __all__ = ["Agent", "AgentStats"]
+
+#: The lease assumed until the server's first answer says otherwise.
+_DEFAULT_LEASE_S = 10.0
 
 _log = logging.getLogger("onecluster.agent")
 
@@ -68,7 +77,7 @@ class Agent:
         *,
         clock: Clock | None = None,
         heartbeat_interval_s: float = 1.0,
-        max_backoff_s: float = 30.0,
+        max_backoff_s: float = 4.0,
         stop_grace_s: float = 10.0,
         log_chunk_bytes: int = 65536,
         request_timeout_s: float = 5.0,
@@ -90,6 +99,8 @@ class Agent:
         self._next_sync = float("-inf")
         self._ok = self._failed = self._failures = 0
         self._last_sync_at: float | None = None
+        self._lease_s = _DEFAULT_LEASE_S
+        self._fenced = False
 
     # -- one sync ---------------------------------------------------------------------------
 
@@ -192,7 +203,9 @@ class Agent:
                 self._failures,
                 delay,
             )
+            self._fence_if_cut_off(now)
             return min(self._interval, delay)
+        self._fenced = False
         if self._failures:
             _log.warning(
                 "sync with %s works again after %d failures", self._server_url, self._failures
@@ -201,8 +214,31 @@ class Agent:
         self._failures = 0
         self._last_sync_at = now
         self._interval = min(max(reply.heartbeat_interval_s, _MIN_INTERVAL_S), _MAX_INTERVAL_S)
+        self._lease_s = max(reply.lease_s, 2 * _MIN_INTERVAL_S)
         self._next_sync = now + self._interval
         return self._interval
+
+    def _fence_if_cut_off(self, now: float) -> None:
+        """Stop every attempt once the server has been silent for half its lease."""
+        if self._fenced or self._last_sync_at is None:
+            return
+        silent = now - self._last_sync_at
+        if silent < self._lease_s / 2:
+            return
+        self._fenced = True
+        grace = max(min(self._stop_grace_s, self._lease_s / 2 - 1.0), 0.5)
+        running = [s for s in self._backend.poll() if s.state is AttemptState.RUNNING]
+        for status in running:
+            self._backend.stop(status.attempt_id, grace, "the agent lost the control plane")
+        _log.error(
+            "no sync with %s for %.0f s (lease %.0f s): stopped %d attempts with %.1f s of grace "
+            "so that none runs twice; the server requeues their jobs",
+            self._server_url,
+            silent,
+            self._lease_s,
+            len(running),
+            grace,
+        )
 
     def run(self, stop: threading.Event) -> None:
         """Turn until ``stop`` is set, then :meth:`shutdown`.  Never raises."""

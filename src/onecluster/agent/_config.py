@@ -34,7 +34,7 @@ class AgentConfig:
     fabric_path: Path | None = None
     work_dir: Path | None = None
     heartbeat_interval_s: float = 1.0
-    max_backoff_s: float = 30.0
+    max_backoff_s: float = 4.0
     stop_grace_s: float = 10.0
     log_chunk_bytes: int = 65536
     request_timeout_s: float = 5.0

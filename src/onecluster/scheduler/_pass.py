@@ -61,7 +61,10 @@ class PassState:
         self.view = view
         self.now = now
         self.pools = tuple(p for p in pools if p.site not in view.down_sites)
-        self.free = {p.key: max(p.count - ledger.used.get(p.key, 0), 0) for p in self.pools}
+        self.count = {p.key: min(p.count, view.capacity.get(p.key, p.count)) for p in self.pools}
+        self.free = {
+            p.key: max(self.count[p.key] - ledger.used.get(p.key, 0), 0) for p in self.pools
+        }
         self.total_free = sum(self.free.values())
         self.draining = {p.key: ledger.draining.get(p.key, 0) for p in self.pools}
         self.nominal_added: dict[tuple[str, str], int] = defaultdict(int)
@@ -190,7 +193,7 @@ class PassState:
                 staging_s
                 + w.cost_s_per_unit * p.cost_per_gpu_hour * g * spec.duration_s / 3600.0
                 + (w.borrowed_penalty_s if borrowed else 0.0)
-                + w.packing_s * (f - g) / p.count
+                + w.packing_s * (f - g) / max(self.count[p.key], 1)
             )
             if best is None or score < best[0]:
                 best = (score, p, borrowed, missing, staging_s)
@@ -350,7 +353,7 @@ class PassState:
             return
         best: tuple[float, int, int, PoolInfo] | None = None  # (shadow, -free, extra, pool)
         for p in self.candidates(job):
-            if p.count < spec.gpus or p.key in self.reservations:
+            if self.count[p.key] < spec.gpus or p.key in self.reservations:
                 continue
             free = self.free[p.key]
             shadow, extra = shadow_time(

@@ -59,12 +59,15 @@ class ClusterView:
     caller keeps up to date incrementally (the simulator does, so a pass costs nothing per
     running job).  ``replicas`` maps a dataset to the sites holding a complete copy;
     ``circuit_load`` maps a circuit name to the fraction of its capacity in use.
+    ``capacity`` maps a pool (site, GPU type) to the GPUs its site reports it really has when
+    that is fewer than the fabric declares (GPUs out of service, a smaller test cluster).
     """
 
     running: Iterable[Allocation] = ()
     down_sites: frozenset[str] = frozenset()
     replicas: Mapping[str, frozenset[str]] = field(default_factory=lambda: MappingProxyType({}))
     circuit_load: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    capacity: Mapping[tuple[str, str], int] = field(default_factory=lambda: MappingProxyType({}))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -63,3 +63,6 @@ class AgentSyncReply(BaseModel):
 
     heartbeat_interval_s: float
     attempts: list[DesiredAttempt]
+    #: Seconds of silence after which the server gives this site's work to other sites; an
+    #: agent cut off for half of it stops its attempts first, so no job runs twice.
+    lease_s: float = 10.0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated
 
 from fastapi import Depends, Header, Request
@@ -14,8 +15,8 @@ from onecluster.server._submissions import SubmissionWriter
 __all__ = ["Caller", "Control", "Submissions"]
 
 
-# Both dependencies are ``async``: a plain ``def`` would cost every request two hops through
-# the thread pool.  Token look-ups hit the authenticator's cache; a miss reads one row.
+# The dependencies are ``async``: a plain ``def`` would cost every request two hops through
+# the thread pool.
 
 
 async def _control(request: Request) -> ControlPlane:
@@ -30,7 +31,12 @@ async def _caller(
     control: Annotated[ControlPlane, Depends(_control)],
     authorization: Annotated[str | None, Header()] = None,
 ) -> Principal:
-    return control.auth.principal(authorization)
+    # A cached token is answered on the loop; a miss (or a bad token) reads the database in
+    # a worker thread, so a slow database or a flood of bad tokens never stalls other requests.
+    found = control.auth.cached(authorization)
+    if found is not None:
+        return found
+    return await asyncio.to_thread(control.auth.principal, authorization)
 
 
 async def _submissions(request: Request) -> SubmissionWriter:

@@ -26,6 +26,9 @@ from onecluster.scheduler import PendingJob, PendingQueue
 
 __all__ = ["PendingMirror"]
 
+#: How many started job ids the mirror remembers (oldest forgotten first).
+_STARTED_MEMORY = 100_000
+
 
 class PendingMirror:
     """An in-memory :class:`PendingQueue` that follows the database (thread-safe)."""
@@ -45,10 +48,15 @@ class PendingMirror:
         self._seen_epoch: int | None = None  # None: never loaded, or invalidated
         self._loaded_at = 0.0
         self._during_reload: list[PendingJob] | None = None
+        # Ids a pass started, so that a submission whose ``added`` call comes late (after a
+        # reload already queued the job and a pass started it) does not queue it again.
+        self._started: dict[str, None] = {}
 
     def added(self, job: PendingJob) -> None:
         """A submission committed: queue it (idempotent)."""
         with self._lock:
+            if job.job_id in self._started:
+                return
             if self._during_reload is not None:
                 self._during_reload.append(job)
             if job.job_id not in self._queue:
@@ -58,8 +66,11 @@ class PendingMirror:
         """A pass started these jobs: they are no longer pending."""
         with self._lock:
             for job_id in job_ids:
+                self._started[job_id] = None
                 if job_id in self._queue:
                     self._queue.remove(job_id)
+            while len(self._started) > _STARTED_MEMORY:
+                del self._started[next(iter(self._started))]
 
     def invalidate(self) -> None:
         """Reload from the database before the next pass."""

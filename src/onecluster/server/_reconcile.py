@@ -51,6 +51,9 @@ class Reconciler:
 
     def __init__(self, control: ControlPlane) -> None:
         self._control = control
+        # Agents whose heartbeats fell silent while this server was down are not lost: give
+        # them one full timeout to sync with the new server before expiring their sites.
+        self._expire_from = control.clock.now() + control.config.agent_timeout_s
         self._lock = threading.Lock()
         self._stats = ReconcileStats()
 
@@ -91,7 +94,10 @@ class Reconciler:
 
     def _expire(self) -> int:
         c = self._control
-        sites = c.store.expire_sites(timeout_s=c.config.agent_timeout_s, now=c.clock.now())
+        now = c.clock.now()
+        if now < self._expire_from:
+            return 0
+        sites = c.store.expire_sites(timeout_s=c.config.agent_timeout_s, now=now)
         for site in sites:
             _log.warning("site %s missed its heartbeats; its attempts are lost and requeued", site)
         return len(sites)

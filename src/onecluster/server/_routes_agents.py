@@ -34,5 +34,6 @@ def sync(site: str, body: AgentSync, control: Control, caller: Caller) -> AgentS
     wanted = control.store.sync(site, report, now=control.clock.now())
     return AgentSyncReply(
         heartbeat_interval_s=control.config.heartbeat_interval_s,
+        lease_s=control.config.agent_timeout_s,
         attempts=[desired_attempt(a, grace_s=control.config.grace_s) for a in wanted],
     )

@@ -130,7 +130,32 @@ def cluster_view(
             )
         )
     replicas = {d.name: frozenset(d.sites) for d in fabric.datasets}
-    return ClusterView(running=tuple(allocations), down_sites=down, replicas=replicas)
+    return ClusterView(
+        running=tuple(allocations),
+        down_sites=down,
+        replicas=replicas,
+        capacity=_reported_capacity(fabric, by_site),
+    )
+
+
+def _reported_capacity(
+    fabric: Fabric, by_site: Mapping[str, SiteRecord]
+) -> dict[tuple[str, str], int]:
+    """Pools whose agent reports fewer GPUs than the fabric declares (0 for a type it lacks).
+
+    Placing work the site cannot start would leave it waiting there forever.  An agent that
+    reports no capacity at all is taken at the fabric's word.
+    """
+    reduced: dict[tuple[str, str], int] = {}
+    for site in fabric.sites:
+        record = by_site.get(site.name)
+        if record is None or not record.capacity:
+            continue
+        for pool in site.pools:
+            have = record.capacity.get(pool.gpu_type, 0)
+            if have < pool.count:
+                reduced[(site.name, pool.gpu_type)] = max(have, 0)
+    return reduced
 
 
 def _held(running: Running) -> Counter[tuple[str, str]]:

@@ -22,7 +22,10 @@ from onecluster.store._transitions import (
     settle_job,
 )
 
-__all__ = ["expire_site", "record_sync"]
+__all__ = ["START_TIMEOUT_S", "expire_site", "record_sync"]
+
+#: How long an attempt may wait for its agent to start it before it counts as lost.
+START_TIMEOUT_S = 120.0
 
 
 def record_sync(session: Session, site: str, report: SyncReport, now: float) -> list[Assignment]:
@@ -87,6 +90,11 @@ def _apply(attempt: AttemptRow, report: AgentReport | None, now: float) -> bool:
         return False
     if report is None:
         if state in (AttemptState.RUNNING, AttemptState.STOPPING):
+            end_attempt(attempt, AttemptState.LOST, None, now)
+            return True
+        if state is AttemptState.STARTING and now - attempt.started_at > START_TIMEOUT_S:
+            # The agent keeps refusing to start it (no such GPUs or slots there): give the
+            # job back to the scheduler rather than let it wait at this site forever.
             end_attempt(attempt, AttemptState.LOST, None, now)
             return True
         return False

@@ -118,14 +118,13 @@ def end_attempt(
 def stop_run(session: Session, job: JobRow, reason: str, now: float) -> None:
     """Tell every active attempt of the job's run to stop.
 
-    An attempt its agent never reported running ends at once: if the agent did start it
-    meanwhile, it stops it as soon as the server no longer lists it.
+    An attempt not yet reported running stops like a running one: its agent may have
+    started it since its last sync, so its GPUs are free only once the agent reports it
+    exited, or does not report it at all (then it ends as lost).  Ending it at once would
+    let the job start elsewhere while the first process still runs.
     """
     for attempt in current_run(session, job):
-        if attempt.state == AttemptState.STARTING:
-            attempt.stop_reason = reason
-            end_attempt(attempt, AttemptState.EXITED, None, now)
-        elif attempt.state == AttemptState.RUNNING:
+        if attempt.state in (AttemptState.STARTING, AttemptState.RUNNING):
             attempt.state = AttemptState.STOPPING
             attempt.stop_reason = reason
 
