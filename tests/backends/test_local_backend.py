@@ -278,3 +278,21 @@ def test_children_do_not_inherit_the_backend_environment_overrides(
     wait_exited(backend, "a1")
     assert log_of(backend, "a1") == "sha inherited\n"
     assert os.environ["ONECLUSTER_SITE"] == "spoofed"
+
+
+def test_kill_leftovers_ends_what_a_dead_agent_left_running(
+    backend: LocalBackend, tmp_path: Path
+) -> None:
+    from onecluster.backends import kill_leftovers
+
+    pid_file = tmp_path / "pid"
+    backend.start(spec("orphan", f"echo $$ > {pid_file}; {_IDLE}"))
+    backend.start(spec("done", "exit 0"))
+    wait_exited(backend, "done")
+    wait_for(lambda: pid_file.exists() and pid_file.read_text().endswith("\n"))
+    pid = int(pid_file.read_text())
+    # The agent dies without stopping anything; whoever started it cleans up.
+    assert kill_leftovers(tmp_path / "work") == ["orphan"]
+    wait_for(lambda: status_of(backend, "orphan").state is AttemptState.EXITED)
+    assert not alive(pid)
+    assert kill_leftovers(tmp_path / "work") == []  # idempotent: nothing left to kill

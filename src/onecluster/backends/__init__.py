@@ -4,7 +4,7 @@ The agent talks to a site's cluster only through :class:`ClusterBackend`; the lo
 runs attempts as real child processes on simulated GPU slots.
 """
 
-from onecluster.backends._local import LocalBackend, LocalStats
+from onecluster.backends._local import LocalBackend, LocalStats, kill_leftovers
 from onecluster.backends._protocol import (
     AttemptSpec,
     AttemptState,
@@ -24,4 +24,5 @@ __all__ = [
     "LogChunk",
     "SlotPool",
     "SlotUsage",
+    "kill_leftovers",
 ]

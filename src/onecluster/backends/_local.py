@@ -13,6 +13,7 @@ Each attempt gets the lowest free slot ids of its GPU type, exported as
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import signal
@@ -20,6 +21,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from onecluster.backends._logs import read_chunk
 from onecluster.backends._process import ChildProcess, kill_stray_group
@@ -152,7 +154,7 @@ class LocalBackend:
         record = self._attempts.get(attempt_id)
         if record is None or record.child is None or record.state is not AttemptState.RUNNING:
             return
-        if grace_s <= 0:
+        if not math.isfinite(grace_s) or grace_s <= 0:  # a NaN or endless grace kills at once
             self._note(record, f"stopping ({reason}): SIGKILL, no grace period")
             record.child.signal(signal.SIGKILL)
             record.kill_at = float("inf")
@@ -270,12 +272,8 @@ class LocalBackend:
         """Adopt what an earlier backend on this ``work_dir`` left: finished attempts are
         reported as exited; unfinished ones have their process group killed (it can no longer
         be followed) and are reported as ``lost``.  Either way they are never started again."""
-        for path in sorted(self._root.iterdir()):
-            try:
-                body = json.loads((path / _RECORD).read_text(encoding="utf-8"))
-                attempt_id, job_id = str(body["attempt_id"]), str(body["job_id"])
-            except (OSError, ValueError, KeyError, TypeError):
-                continue
+        for path, body in _records(self._root):
+            attempt_id, job_id = str(body["attempt_id"]), str(body["job_id"])
             record = _Attempt(
                 spec_id=attempt_id,
                 job_id=job_id,
@@ -293,3 +291,36 @@ class LocalBackend:
                 record.state = AttemptState.LOST
                 record.finished_at = self._clock.now()
             self._attempts[attempt_id] = record
+
+
+def _records(root: Path) -> list[tuple[Path, dict[str, Any]]]:
+    """The attempt records under ``root`` that can be read (others are skipped)."""
+    found: list[tuple[Path, dict[str, Any]]] = []
+    if not root.is_dir():
+        return found
+    for path in sorted(root.iterdir()):
+        try:
+            body = json.loads((path / _RECORD).read_text(encoding="utf-8"))
+            str(body["attempt_id"]), str(body["job_id"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if isinstance(body, dict):
+            found.append((path, body))
+    return found
+
+
+def kill_leftovers(work_dir: Path) -> list[str]:
+    """Kill the jobs a local agent on ``work_dir`` left running (it died or was killed).
+
+    Its jobs run in their own sessions, so they outlive it; this reads its attempt records and
+    SIGKILLs every unfinished attempt's process group that still belongs to that attempt.
+    Returns the attempt ids killed.  Used by whoever started the agent (``onecluster up``).
+    """
+    killed: list[str] = []
+    for _, body in _records(Path(work_dir) / "attempts"):
+        pid, attempt_id = body.get("pid"), str(body["attempt_id"])
+        if not isinstance(pid, int) or body.get("exit_code") is not None:
+            continue
+        if kill_stray_group(pid, attempt_id):
+            killed.append(attempt_id)
+    return killed

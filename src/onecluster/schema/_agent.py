@@ -54,15 +54,15 @@ class DesiredAttempt(BaseModel):
     gpu_type: str
     gpus: int
     env: dict[str, str]
-    grace_s: float
+    grace_s: float = Field(ge=0, allow_inf_nan=False)
     reason: str | None = None
 
 
 class AgentSyncReply(BaseModel):
     """The desired set of attempts at the site; anything the agent has beyond it, it stops."""
 
-    heartbeat_interval_s: float
+    heartbeat_interval_s: float = Field(gt=0, allow_inf_nan=False)
     attempts: list[DesiredAttempt]
     #: Seconds of silence after which the server gives this site's work to other sites; an
     #: agent cut off for half of it stops its attempts first, so no job runs twice.
-    lease_s: float = 10.0
+    lease_s: float = Field(default=10.0, gt=0, allow_inf_nan=False)

@@ -4,6 +4,7 @@ replayed through it with a live view, and a clean stop of everything it started.
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import signal
 import threading
@@ -16,6 +17,7 @@ from types import FrameType
 from rich.console import Console
 from rich.live import Live
 
+from onecluster.backends import kill_leftovers
 from onecluster.client import Client
 from onecluster.fabric import load_fabric
 from onecluster.model import Fabric
@@ -168,8 +170,6 @@ class _Session:
                 *self._cli(),
                 "--server",
                 self.url,
-                "--token",
-                token.token,
                 "agent",
                 "--site",
                 site,
@@ -180,6 +180,8 @@ class _Session:
                 "--work-dir",
                 str(self.state / "agents" / site),
             ],
+            # In the environment, not on the command line, where any local user could read it.
+            env={**os.environ, "ONECLUSTER_TOKEN": token.token},
         )
         self.console.print(f"started agent of {site} (pid {agent.pid}), log {agent.log_path}")
 
@@ -210,12 +212,23 @@ class _Session:
 
 
 def _stop(processes: ProcessSet, console: Console, state: Path) -> None:
-    """Stop every child (agents, then the server) with Ctrl-C masked, and say so."""
-    previous = _ignore_sigint()
+    """Stop every child (agents, then the server) with Ctrl-C, SIGTERM and SIGHUP masked, so
+    a second signal cannot cut the clean-up short, and say so."""
+    previous = _mask_stop_signals()
     try:
         stopped = processes.stop_all()
+        # An agent that crashed (or was SIGKILLed) left its jobs running in their own
+        # sessions, re-parented away from us: its attempt records still name them.
+        agents = state / "agents"
+        orphans = (
+            [a for site in sorted(agents.iterdir()) if site.is_dir() for a in kill_leftovers(site)]
+            if agents.is_dir()
+            else []
+        )
     finally:
-        _restore_sigint(previous)
+        _restore_signals(previous)
+    if orphans:
+        console.print(f"killed {len(orphans)} jobs left behind by a crashed agent")
     # the URL would point the CLI at a server that is gone; the admin token stays valid
     # for the next run with --keep-state
     (state / SERVER_URL_FILE).unlink(missing_ok=True)
@@ -236,9 +249,13 @@ def _prepare_state(state: Path, *, keep: bool) -> None:
             path.unlink(missing_ok=True)
 
 
+#: Signals that end ``up`` the way Ctrl-C does (SIGHUP: the terminal running it closed).
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
 @contextlib.contextmanager
 def _sigterm_as_interrupt() -> Iterator[None]:
-    """Treat SIGTERM like Ctrl-C while ``up`` runs, so both stop everything the same way."""
+    """Treat SIGTERM and SIGHUP like Ctrl-C while ``up`` runs, so all stop everything."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -246,19 +263,28 @@ def _sigterm_as_interrupt() -> Iterator[None]:
     def interrupt(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGTERM, interrupt)
+    previous = {sig: signal.signal(sig, interrupt) for sig in _STOP_SIGNALS}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        # Ignore (not default) them until ``_stop`` has finished: a second SIGTERM must not
+        # kill ``up`` half-way through stopping its children.
+        for sig in previous:
+            signal.signal(sig, signal.SIG_IGN)
 
 
-def _ignore_sigint() -> object:
+def _mask_stop_signals() -> dict[int, object] | None:
     if threading.current_thread() is not threading.main_thread():
         return None
-    return signal.signal(signal.SIGINT, signal.SIG_IGN)
+    return {
+        sig: signal.signal(sig, signal.SIG_IGN)
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    }
 
 
-def _restore_sigint(previous: object) -> None:
-    if previous is not None:
-        signal.signal(signal.SIGINT, previous)  # type: ignore[arg-type]
+def _restore_signals(previous: dict[int, object] | None) -> None:
+    if previous is None:
+        return
+    for sig, handler in previous.items():
+        restored = signal.SIG_DFL if sig != signal.SIGINT else handler
+        signal.signal(sig, restored)  # type: ignore[arg-type]
