@@ -105,3 +105,16 @@ def test_main_reads_the_server_from_the_given_environment(
         main(["--state-dir", str(tmp_path), "sites"], {"ONECLUSTER_SERVER": "http://127.0.0.1:9"})
     assert info.value.code == 6
     assert "127.0.0.1:9" in capsys.readouterr().err
+
+
+def test_option_values_that_make_an_invalid_body_are_exit_2() -> None:
+    from typer.testing import CliRunner
+
+    from onecluster.cli import build_app
+
+    args = ["--server", "http://127.0.0.1:9", "submit", "--team", "llm", "--gpus", "1"]
+    args += ["--duration", "5", "--dataset-gb", "1e400", "--", "true"]
+    result = CliRunner().invoke(build_app(), args)
+    assert result.exit_code == 2
+    assert "invalid value for dataset_gb" in result.stderr
+    assert "Traceback" not in result.stderr

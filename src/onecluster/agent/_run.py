@@ -12,7 +12,7 @@ from types import FrameType
 from onecluster.agent._agent import Agent
 from onecluster.agent._config import AgentConfig
 from onecluster.backends import LocalBackend
-from onecluster.errors import PlatformError
+from onecluster.errors import PlatformError, ValidationError
 
 __all__ = ["run_agent"]
 
@@ -36,7 +36,7 @@ def run_agent(config: AgentConfig, *, stop: threading.Event | None = None) -> in
             backend = LocalBackend(config.site, pools, work_dir)
         except OSError as exc:
             msg = f"cannot use {work_dir} as the agent's work directory: {exc.strerror or exc}"
-            raise PlatformError(msg, hint="pass a writable --work-dir") from exc
+            raise ValidationError(msg, hint="pass a writable --work-dir") from exc
     except PlatformError as exc:
         _log.error("the agent for site %s cannot start: %s", config.site, exc.message)
         if exc.hint:

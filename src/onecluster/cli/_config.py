@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import httpx
 import typer
 
 from onecluster.errors import ValidationError
@@ -81,6 +82,11 @@ def resolve_config(
     if not resolved_server.startswith(("http://", "https://")):
         msg = f"server URL {resolved_server!r} must start with http:// or https://"
         raise ValidationError(msg, hint="e.g. --server http://127.0.0.1:8080")
+    try:
+        httpx.URL(resolved_server)
+    except httpx.InvalidURL as exc:
+        msg = f"server URL {resolved_server!r} is not a valid URL: {exc}"
+        raise ValidationError(msg, hint="e.g. --server http://127.0.0.1:8080") from exc
     return CliConfig(
         server=resolved_server.rstrip("/"),
         token=resolved_token,

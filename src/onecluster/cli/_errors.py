@@ -3,6 +3,8 @@
 * :class:`~onecluster.errors.PlatformError` → ``error: <message>`` (and ``hint: <hint>``) on
   stderr, exit with its ``exit_code`` (2 invalid, 3 not found, 4 conflict, 5 auth,
   6 unavailable, 7 backend, 1 other);
+* a request body the CLI built from bad option values (pydantic refuses it) → the same as
+  :class:`~onecluster.errors.ValidationError` (exit 2), naming the field;
 * Ctrl-C → exit 130;
 * anything else → ``error: unexpected <Type>: <message>`` and exit 1; the traceback is shown
   only with ``--debug``.
@@ -15,13 +17,14 @@ from __future__ import annotations
 import traceback
 from typing import Any
 
+import pydantic
 import typer
 from rich.markup import escape
 from typer.core import TyperGroup
 
 from onecluster.cli._config import CliConfig
 from onecluster.cli._render import err_console
-from onecluster.errors import PlatformError
+from onecluster.errors import PlatformError, ValidationError
 
 __all__ = ["INTERRUPTED_EXIT_CODE", "ErrorMappingGroup", "exit_code_for", "report_error"]
 
@@ -40,10 +43,22 @@ class ErrorMappingGroup(TyperGroup):
         except KeyboardInterrupt:
             err_console().print("interrupted", style="yellow")
             raise typer.Exit(INTERRUPTED_EXIT_CODE) from None
-        except Exception as exc:  # noqa: BLE001 (the one place every error is reported)
+        except Exception as caught:  # noqa: BLE001 (the one place every error is reported)
+            exc = _as_platform_error(caught)
             config = ctx.obj if isinstance(ctx.obj, CliConfig) else None
             report_error(exc, debug=config.debug if config else False)
             raise typer.Exit(exit_code_for(exc)) from None
+
+
+def _as_platform_error(exc: Exception) -> Exception:
+    """Option values that make an invalid request body are the user's input error."""
+    if not isinstance(exc, pydantic.ValidationError):
+        return exc
+    first = exc.errors()[0]
+    field = ".".join(str(part) for part in first["loc"]) or "input"
+    reason = str(first["msg"]).removeprefix("Value error, ")
+    msg = f"invalid value for {field}: {reason}"
+    return ValidationError(msg, hint="see --help for what each option takes")
 
 
 def exit_code_for(exc: BaseException) -> int:

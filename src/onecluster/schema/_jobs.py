@@ -29,10 +29,10 @@ class JobSubmit(BaseModel):
     name: str = "job"
     team: str
     gpus: int = Field(ge=0)
-    duration_s: float = Field(gt=0)
+    duration_s: float = Field(gt=0, allow_inf_nan=False)
     gpu_types: list[str] = Field(default_factory=list)
     dataset: str | None = None
-    dataset_gb: float | None = Field(default=None, ge=0)
+    dataset_gb: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     priority: PriorityName = "normal"
     preemptible: bool = False
     command: list[str] = Field(default_factory=list)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,7 +44,7 @@ class UpConfig:
     python: str = field(default=sys.executable)
 
     def __post_init__(self) -> None:
-        if not self.duration_s > 0:
+        if not (self.duration_s > 0 and math.isfinite(self.duration_s)):
             msg = f"the replay duration must be greater than 0 seconds (got {self.duration_s})"
             raise ValidationError(msg)
         if self.port is not None and not 1 <= self.port <= 65535:
