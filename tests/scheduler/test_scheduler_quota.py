@@ -176,3 +176,19 @@ def test_fair_share_interleaves_equal_teams(small: Fabric) -> None:
     assert sum(1 for j in started if j.startswith("t3")) > sum(
         1 for j in started if j.startswith("t1")
     )
+
+
+def test_in_quota_work_of_any_priority_goes_before_borrowed_work(small: Fabric) -> None:
+    # A high-priority job that can only borrow must not take GPUs an owner is waiting for:
+    # the owner would preempt it on the next pass, and the two would swap forever.
+    borrower = PendingJob(
+        job_id="borrower",
+        spec=JobSpec(
+            team="t3", gpus=8, duration_s=60, gpu_types=("H100",), priority=PriorityClass.HIGH
+        ),
+        submitted_at=0,
+    )
+    owner = pj("owner", "t1", gpus=8, at=1, priority=PriorityClass.LOW)
+    view = ClusterView(down_sites=frozenset({"b", "c"}))
+    plan = Scheduler(small).plan(view, PendingQueue.of([borrower, owner]), 0)
+    assert [(s.job_id, s.borrowed) for s in plan.starts] == [("owner", False)]

@@ -22,11 +22,11 @@ class Scheduler:
     ``plan`` is a pure function of (fabric, config, view, queue, now): it does no I/O, reads
     no clock and mutates nothing it is given.  Order of service (``unified``/``separate``):
     priority class, highest first; within a class, the team with the smallest weighted share
-    of GPUs held goes next (weighted fair share); within a team, oldest first.  In-quota work
-    is placed before borrowed work; a blocked in-quota job preempts borrowed work (any
-    team's) or pre-emptible lower-priority work; other blocked jobs reserve their place and
-    smaller or shorter jobs backfill around them.  ``fifo`` serves strictly in submit order
-    and stops at the first job that does not fit.
+    of GPUs held goes next (weighted fair share); within a team, oldest first.  In-quota
+    work of every class is placed before any borrowed work; a blocked in-quota job preempts
+    borrowed work (any team's) or pre-emptible lower-priority work; other blocked jobs
+    reserve their place and smaller or shorter jobs backfill around them.  ``fifo`` serves
+    strictly in submit order and stops at the first job that does not fit.
     """
 
     def __init__(self, fabric: Fabric, config: PolicyConfig | None = None) -> None:
@@ -145,14 +145,19 @@ def _serve_fair(state: PassState, queue: PendingQueue) -> None:
     levels: dict[int, dict[str, list[_Cursor]]] = defaultdict(lambda: defaultdict(list))
     for b in queue.buckets():
         levels[b.priority][b.team].append(_Cursor(queue, b))
+    # In-quota work of every priority class goes before any borrowed work: borrowed GPUs
+    # yield to their owners whatever the priorities, so lending them to a higher-priority
+    # borrower while an owner waits would only make the next pass preempt it again.
+    deferred: dict[int, dict[str, list[_Cursor]]] = defaultdict(lambda: defaultdict(list))
     for priority in sorted(levels, reverse=True):
-        teams = levels[priority]
-        deferred: dict[str, list[_Cursor]] = defaultdict(list)
-        _serve_level(state, teams, deferred, borrow_phase=False)
-        if deferred and not state.exhausted():
-            _serve_level(state, deferred, defaultdict(list), borrow_phase=True)
         if state.exhausted():
             return
+        _serve_level(state, levels[priority], deferred[priority], borrow_phase=False)
+    for priority in sorted(deferred, reverse=True):
+        if state.exhausted():
+            return
+        if deferred[priority]:
+            _serve_level(state, deferred[priority], defaultdict(list), borrow_phase=True)
 
 
 def _serve_level(
