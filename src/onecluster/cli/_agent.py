@@ -83,3 +83,5 @@ def _setup_logging() -> None:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    # httpx logs every request at INFO: one line a second per agent says nothing useful.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
