@@ -276,7 +276,7 @@ class PassState:
         """Whether some pool has room for ``job`` as borrowed work right now."""
         spec = job.spec
         pools = self.candidates(job)
-        if any(self.free[p.key] >= spec.gpus for p in pools):
+        if any(self._could_start_in(job, p) for p in pools):
             return True
         if spec.max_sites == 1:
             return False
@@ -288,6 +288,18 @@ class PassState:
             for free in by_type.values()
         )
 
+    def _could_start_in(self, job: PendingJob, p: PoolInfo) -> bool:
+        """Free GPUs enough, no reservation in the way, and the data can get there."""
+        spec = job.spec
+        if self.free[p.key] < spec.gpus or not self.reachable(job, p):
+            return False
+        res = self.reservations.get(p.key)
+        return res is None or res.allows(now=self.now, gpus=spec.gpus, duration=spec.duration_s)
+
+    def reachable(self, job: PendingJob, p: PoolInfo) -> bool:
+        """Whether ``job``'s dataset can be staged to ``p``'s site at all."""
+        return not math.isinf(self.staging(job, p.site)[1])
+
     def try_preempt(self, job: PendingJob) -> bool:
         """Claim GPUs for an in-quota job by preempting borrowed or lower-priority work."""
         spec = job.spec
@@ -296,7 +308,7 @@ class PassState:
         g = spec.gpus
         best: tuple[float, PoolInfo, VictimChoice | None] | None = None
         for p in self.candidates(job):
-            if self.nominal_room(spec.team, p.gpu_type) < g:
+            if self.nominal_room(spec.team, p.gpu_type) < g or not self.reachable(job, p):
                 continue
             have = self.free[p.key] + self.draining[p.key]
             if have >= g:
@@ -354,6 +366,8 @@ class PassState:
         best: tuple[float, int, int, PoolInfo] | None = None  # (shadow, -free, extra, pool)
         for p in self.candidates(job):
             if self.count[p.key] < spec.gpus or p.key in self.reservations:
+                continue
+            if not self.reachable(job, p):
                 continue
             free = self.free[p.key]
             shadow, extra = shadow_time(

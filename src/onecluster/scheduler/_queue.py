@@ -1,7 +1,8 @@
 """The pending queue, indexed so a pass touches the heads of job *shapes*, not every job.
 
 Jobs are grouped into buckets by (priority, team, shape); a shape is everything that decides
-*whether* a job fits (GPU count, acceptable types, sites allowed, pre-emptible flag).  Within a
+*whether* a job fits (GPU count, acceptable types, sites allowed, pre-emptible flag, and the
+dataset, since a site its data cannot reach is no place for it).  Within a
 pass, free capacity only shrinks, so once the head of a bucket cannot be placed, nothing
 behind it can either — the pass skips the whole bucket.  That keeps a pass over 100,000
 pending jobs proportional to what it starts, not to the queue's length.
@@ -28,6 +29,7 @@ class Shape:
     max_sites: int
     pinned_site: str | None
     preemptible: bool
+    dataset: str | None  # where its data can be staged decides where it can run
 
 
 BucketKey = tuple[int, str, Shape]
@@ -153,5 +155,6 @@ class PendingQueue:
 
 def _bucket_key(job: PendingJob) -> BucketKey:
     s = job.spec
-    shape = Shape(s.gpus, s.gpu_types, s.max_sites, job.pinned_site, s.preemptible)
+    dataset = s.dataset if s.dataset_bytes > 0 else None
+    shape = Shape(s.gpus, s.gpu_types, s.max_sites, job.pinned_site, s.preemptible, dataset)
     return (int(s.priority), s.team, shape)

@@ -196,19 +196,23 @@ def _serve_level(
             cursors.remove(cursor)
             if outcome == Outcome.DEFERRED:
                 deferred[team].append(cursor)
-            else:
+            elif outcome == Outcome.BLOCKED:
                 state.blocked += 1
                 state.reserve(job)
+            # HELD_BACK past BACKFILL_DEPTH: the bucket is done for this pass; its jobs fit
+            # free GPUs, so they need no reservation of their own.
         if cursors:
             heapq.heappush(heap, (state.share(team), team))
 
 
 def _decide(state: PassState, job: PendingJob, *, borrow_phase: bool) -> str:
     outcome = state.try_start(job, allow_borrow=borrow_phase or not state.config.quotas)
-    if outcome != Outcome.BLOCKED or borrow_phase:
+    if outcome == Outcome.STARTED or (outcome == Outcome.HELD_BACK and not borrow_phase):
         return outcome
-    if state.config.quotas and state.can_borrow_now(job):
+    if not borrow_phase and state.config.quotas and state.can_borrow_now(job):
         return Outcome.DEFERRED
+    # Still here in the borrow phase: the idle GPUs it was deferred for went to others (or
+    # are held for a reserved job), so an owner with quota to spare reclaims its own.
     if state.try_preempt(job):
         return Outcome.WAITING
-    return Outcome.BLOCKED
+    return outcome
