@@ -66,7 +66,7 @@ class Store:
         self._pending_epoch = 0
         # SQLite admits one writer at a time and makes the others poll with sleeps that grow
         # to 100 ms (its busy handler).  Queueing this process's writers on a lock instead
-        # hands the write lock over at once: several times the submissions per second.
+        # hands the write lock over at once, without those sleeps in the latency.
         self._writer: AbstractContextManager[object] = (
             threading.Lock() if engine.dialect.name == "sqlite" else nullcontext()
         )
