@@ -37,7 +37,11 @@ ensure_installed() {
         exit 1
     fi
     log "installing postgresql-$PG_VERSION with apt-get"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q "postgresql-$PG_VERSION" >&2
+    if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -q "postgresql-$PG_VERSION" >&2; then
+        # A fresh machine may have no package lists yet.
+        apt-get update -q >&2
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q "postgresql-$PG_VERSION" >&2
+    fi
 }
 
 as_owner() {
