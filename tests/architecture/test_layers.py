@@ -22,6 +22,7 @@ LAYER = {
     "clock": 0,
     "model": 1,
     "fabric": 2,
+    "topology": 2,
     "scheduler": 2,
     "workload": 2,
     "reports": 2,
