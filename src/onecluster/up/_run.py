@@ -217,24 +217,25 @@ def _stop(processes: ProcessSet, console: Console, state: Path) -> None:
     previous = _mask_stop_signals()
     try:
         stopped = processes.stop_all()
-        # An agent that crashed (or was SIGKILLed) left its jobs running in their own
-        # sessions, re-parented away from us: its attempt records still name them.
-        agents = state / "agents"
-        orphans = (
-            [a for site in sorted(agents.iterdir()) if site.is_dir() for a in kill_leftovers(site)]
-            if agents.is_dir()
-            else []
-        )
+        orphans = _kill_agent_leftovers(state / "agents")
     finally:
         _restore_signals(previous)
     if orphans:
-        console.print(f"killed {len(orphans)} jobs left behind by a crashed agent")
+        console.print(f"killed {orphans} jobs left behind by a crashed agent")
     # the URL would point the CLI at a server that is gone; the admin token stays valid
     # for the next run with --keep-state
     (state / SERVER_URL_FILE).unlink(missing_ok=True)
     if stopped:
         names = ", ".join(f"{c.name} (pid {c.pid})" for c in stopped)
         console.print(f"stopped {len(stopped)} processes: {names}")
+
+
+def _kill_agent_leftovers(agents: Path) -> int:
+    """Kill the jobs of agents that crashed (or were SIGKILLed): their jobs run in their own
+    sessions, re-parented away from us, but their attempt records still name them."""
+    if not agents.is_dir():
+        return 0
+    return sum(len(kill_leftovers(site)) for site in sorted(agents.iterdir()) if site.is_dir())
 
 
 def _prepare_state(state: Path, *, keep: bool) -> None:
