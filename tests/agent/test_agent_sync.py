@@ -101,6 +101,8 @@ def test_sync_body_follows_the_contract(control_plane: Any, start_agent: Any) ->
         "capacity": {"H100": 8, "A100": 2},
         "attempts": [],
         "logs": [],
+        "service_address": None,
+        "links": [],
     }
 
 

@@ -30,10 +30,13 @@ LAYER = {
     "schema": 3,
     "store": 4,
     "backends": 4,
+    "network": 4,
+    "telemetry": 4,
     "client": 5,
     "server": 6,
     "agent": 6,
     "up": 7,
+    "lab": 7,
     "cli": 8,
 }
 

@@ -94,7 +94,7 @@ def test_a_failing_reconcile_phase_is_counted_and_the_next_pass_recovers(
     monkeypatch.setattr(store, "running_jobs", broken)
     failed = server.step()
     assert failed.errors == 1
-    assert set(failed.phase_s) == {"expire", "plan"}
+    assert set(failed.phase_s) == {"expire", "links", "plan"}
     monkeypatch.setattr(store, "running_jobs", real)
     recovered = server.step()
     assert recovered.errors == 1
@@ -116,4 +116,8 @@ def test_openapi_lists_every_route_of_the_contract(server: RunningServer) -> Non
         "/api/v1/stats",
         "/api/v1/reports/gpu",
         "/api/v1/agents/{site}/sync",
+        "/api/v1/links",
+        "/api/v1/links/check",
+        "/api/v1/routes",
+        "/api/v1/events",
     }

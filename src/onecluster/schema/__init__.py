@@ -17,6 +17,17 @@ from onecluster.schema._cluster import (
 )
 from onecluster.schema._errors import ErrorDetail, ErrorOut
 from onecluster.schema._jobs import GB, JobOut, JobSubmit, LogsOut, PartOut, PriorityName
+from onecluster.schema._links import (
+    EventOut,
+    LinkEndOut,
+    LinkOut,
+    LinkReport,
+    PairCheckOut,
+    PeerOut,
+    ProbeSample,
+    RouteOut,
+    RouteTableOut,
+)
 from onecluster.schema._tokens import Role, TokenCreate, TokenOut
 
 __all__ = [
@@ -27,15 +38,24 @@ __all__ = [
     "DesiredAttempt",
     "ErrorDetail",
     "ErrorOut",
+    "EventOut",
     "HealthOut",
     "JobOut",
     "JobSubmit",
+    "LinkEndOut",
+    "LinkOut",
+    "LinkReport",
     "LogChunkIn",
     "LogsOut",
+    "PairCheckOut",
     "PartOut",
+    "PeerOut",
     "PoolOut",
     "PriorityName",
+    "ProbeSample",
     "Role",
+    "RouteOut",
+    "RouteTableOut",
     "SiteOut",
     "SiteStatsOut",
     "StatsOut",

@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from onecluster.schema._links import LinkReport, PeerOut, RouteTableOut
+
 __all__ = ["AgentSync", "AgentSyncReply", "AttemptReport", "DesiredAttempt", "LogChunkIn"]
 
 
@@ -42,6 +44,10 @@ class AgentSync(BaseModel):
     capacity: dict[str, int] = Field(default_factory=dict)
     attempts: list[AttemptReport] = Field(default_factory=list)
     logs: list[LogChunkIn] = Field(default_factory=list)
+    #: The site's own address for traffic from other sites (routes point at it), if any.
+    service_address: str | None = Field(default=None, min_length=1)
+    #: Probe results per circuit of the site (empty: this agent does not probe).
+    links: list[LinkReport] = Field(default_factory=list)
 
 
 class DesiredAttempt(BaseModel):
@@ -66,3 +72,7 @@ class AgentSyncReply(BaseModel):
     #: Seconds of silence after which the server gives this site's work to other sites; an
     #: agent cut off for half of it stops its attempts first, so no job runs twice.
     lease_s: float = Field(default=10.0, gt=0, allow_inf_nan=False)
+    #: Where the far ends of the site's circuits take probes (those announced so far).
+    peers: list[PeerOut] = Field(default_factory=list)
+    #: The site's routes to every other site, to follow.
+    routes: RouteTableOut | None = None

@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from onecluster.clock import Clock, SystemClock
-from onecluster.server import _routes_agents, _routes_cluster, _routes_jobs
+from onecluster.server import _routes_agents, _routes_cluster, _routes_jobs, _routes_links
 from onecluster.server._config import ServerConfig
 from onecluster.server._control import ControlPlane
 from onecluster.server._errors import install_error_handlers
@@ -62,4 +62,5 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> FastAPI:
     app.include_router(_routes_cluster.router)
     app.include_router(_routes_jobs.router)
     app.include_router(_routes_agents.router)
+    app.include_router(_routes_links.router)
     return app

@@ -13,6 +13,7 @@ from onecluster.scheduler import PendingJob, Scheduler
 from onecluster.schema import JobSubmit, SiteOut, StatsOut, TeamOut, TokenCreate, TokenOut
 from onecluster.server._auth import Authenticator, bootstrap_admin_token, hash_token, new_secret
 from onecluster.server._config import ServerConfig
+from onecluster.server._links import LinkAlert, LinkBoard
 from onecluster.server._pending import PendingMirror
 from onecluster.server._views import sites_out, stats_out, teams_out
 from onecluster.store import JobRecord, Store
@@ -20,6 +21,7 @@ from onecluster.store import JobRecord, Store
 __all__ = ["ControlPlane"]
 
 _log = logging.getLogger("onecluster.server")
+_links_log = logging.getLogger("onecluster.links")
 
 
 class ControlPlane:
@@ -36,6 +38,7 @@ class ControlPlane:
         self.clock = clock
         self.scheduler = Scheduler(config.fabric, config.policy)
         self.auth = Authenticator(store)
+        self.links = LinkBoard(config.fabric)
         self.pending = PendingMirror(
             lambda: (
                 PendingJob(job_id=j.id, spec=j.spec(), submitted_at=j.submitted_at)
@@ -101,6 +104,14 @@ class ControlPlane:
             site=body.site,
         )
         return TokenOut(token=secret, id=record.id, role=body.role, team=body.team, site=body.site)
+
+    # -- links ----------------------------------------------------------------------------
+
+    def record_alerts(self, alerts: Sequence[LinkAlert]) -> None:
+        """Log link alerts and keep them as events (``GET /events``)."""
+        for alert in alerts:
+            _links_log.log(logging.WARNING if alert.warning else logging.INFO, "%s", alert.message)
+        self.store.add_events([(a.kind, a.message) for a in alerts], now=self.clock.now())
 
     # -- cluster --------------------------------------------------------------------------
 

@@ -1,10 +1,11 @@
 """The reconcile loop: level-triggered, each phase idempotent, timed and isolated.
 
 Every pass (1) marks sites whose agent went silent as down, losing their attempts and
-requeuing their jobs; (2) builds the scheduler's view from the database and, with the
-pending queue kept by :class:`PendingMirror`, asks :meth:`Scheduler.plan`; (3) applies the
-plan in one transaction.  A phase that fails is logged and counted; the loop goes on with
-the next phase and the next pass.
+requeuing their jobs; re-judges circuits whose probe results went stale; (2) builds the
+scheduler's view from the database and, with the pending queue kept by
+:class:`PendingMirror`, asks :meth:`Scheduler.plan`; (3) applies the plan in one transaction.
+A phase that fails is logged and counted; the loop goes on with the next phase and the next
+pass.
 """
 
 from __future__ import annotations
@@ -74,6 +75,7 @@ class Reconciler:
             timings: dict[str, float] = {}
             failures: list[str] = []
             down = _phase("expire", self._expire, 0, timings, failures)
+            _phase("links", self._links, None, timings, failures)
             plan = _phase("plan", self._plan, None, timings, failures)
             started, preempted = (0, 0)
             if plan is not None:
@@ -102,6 +104,10 @@ class Reconciler:
             _log.warning("site %s missed its heartbeats; its attempts are lost and requeued", site)
         return len(sites)
 
+    def _links(self) -> None:
+        c = self._control
+        c.record_alerts(c.links.refresh(c.clock.now()))
+
     def _plan(self) -> Plan:
         c = self._control
         now = c.clock.now()
@@ -111,6 +117,7 @@ class Reconciler:
             c.store.sites(),
             now=now,
             timeout_s=c.config.agent_timeout_s,
+            circuit_load=c.links.circuit_load(),
         )
         with c.pending.for_pass() as queue:
             return c.scheduler.plan(view, queue, now)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Literal
 
 from onecluster.model import Fabric, JobState, SitePart
@@ -98,9 +99,16 @@ def site_status(record: SiteRecord | None, *, now: float, timeout_s: float) -> S
 
 
 def cluster_view(
-    fabric: Fabric, running: Running, sites: Sequence[SiteRecord], *, now: float, timeout_s: float
+    fabric: Fabric,
+    running: Running,
+    sites: Sequence[SiteRecord],
+    *,
+    now: float,
+    timeout_s: float,
+    circuit_load: Mapping[str, float] | None = None,
 ) -> ClusterView:
-    """What the scheduler sees: running allocations, sites not up, dataset replicas.
+    """What the scheduler sees: running allocations, sites not up, dataset replicas, and the
+    load of each circuit (a circuit that is down counts as full).
 
     A site whose agent never synced counts as down: nothing could run there.
     """
@@ -135,6 +143,7 @@ def cluster_view(
         down_sites=down,
         replicas=replicas,
         capacity=_reported_capacity(fabric, by_site),
+        circuit_load=MappingProxyType(dict(circuit_load or {})),
     )
 
 

@@ -137,12 +137,13 @@ class TokenRecord:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class EventRecord:
-    """Something that happened, for the record."""
+    """Something that happened, for the record; ``id`` grows with every event."""
 
     time: float
     kind: str
     job_id: str | None
     message: str
+    id: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -307,20 +307,46 @@ class Store:
 
         return self._read(work)
 
-    def events(self, *, job_id: str | None = None, limit: int = 100) -> list[EventRecord]:
-        """The newest events (of one job when ``job_id`` is given), oldest first."""
-        query = select(EventRow).order_by(EventRow.id.desc()).limit(limit)
+    def events(
+        self,
+        *,
+        job_id: str | None = None,
+        kind_prefix: str | None = None,
+        after: int | None = None,
+        limit: int = 100,
+    ) -> list[EventRecord]:
+        """Events oldest first: the newest ``limit`` of them, or with ``after`` the first
+        ``limit`` whose id is greater (to follow the stream); of one job when ``job_id`` is
+        given, of the kinds starting with ``kind_prefix`` when that is."""
+        query = select(EventRow)
         if job_id is not None:
             query = query.where(EventRow.job_id == job_id)
+        if kind_prefix is not None:
+            query = query.where(EventRow.kind.startswith(kind_prefix, autoescape=True))
+        if after is not None:
+            query = query.where(EventRow.id > after).order_by(EventRow.id).limit(limit)
+        else:
+            query = query.order_by(EventRow.id.desc()).limit(limit)
 
         def work(s: Session) -> list[EventRecord]:
-            rows = list(s.scalars(query))
+            rows = sorted(s.scalars(query), key=lambda r: r.id)
             return [
-                EventRecord(time=r.time, kind=r.kind, job_id=r.job_id, message=r.message)
-                for r in reversed(rows)
+                EventRecord(time=r.time, kind=r.kind, job_id=r.job_id, message=r.message, id=r.id)
+                for r in rows
             ]
 
         return self._read(work)
+
+    def add_events(self, events: Sequence[tuple[str, str]], *, now: float) -> None:
+        """Record ``(kind, message)`` events that concern no job, in one transaction."""
+        if not events:
+            return
+
+        def work(s: Session) -> None:
+            for kind, message in events:
+                event(s, now, kind, message)
+
+        self._run(work)
 
     # -- statistics and usage -------------------------------------------------------------
 

@@ -10,7 +10,7 @@ which is exact within that bound.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from onecluster.model import Circuit, Fabric
@@ -54,22 +54,38 @@ class Route:
     backup: Path | None
 
 
-def paths_between(fabric: Fabric, src: str, dst: str, *, down: Iterable[str] = ()) -> list[Path]:
+def paths_between(
+    fabric: Fabric,
+    src: str,
+    dst: str,
+    *,
+    down: Iterable[str] = (),
+    rtt_ms: Mapping[str, float] | None = None,
+) -> list[Path]:
     """Every loop-free path of at most ``MAX_HOPS`` circuits, lowest RTT first.
 
-    Circuits named in ``down`` are left out; so are sites with no circuit up.
+    Circuits named in ``down`` are left out; so are sites with no circuit up.  ``rtt_ms``
+    replaces the fabric's RTT of the circuits it names (e.g. with measured minimum RTTs).
     """
     cut = frozenset(down)
     usable = [c for c in fabric.circuits if c.name not in cut]
+    rtts = {c.name: (rtt_ms or {}).get(c.name, c.rtt_ms) for c in usable}
     return sorted(
-        _walk(usable, src, dst, (src,), ()),
+        _walk(usable, src, dst, (src,), (), rtts=rtts),
         key=lambda p: (p.rtt_ms, len(p.circuits), p.circuits),
     )
 
 
-def route(fabric: Fabric, src: str, dst: str, *, down: Iterable[str] = ()) -> Route:
+def route(
+    fabric: Fabric,
+    src: str,
+    dst: str,
+    *,
+    down: Iterable[str] = (),
+    rtt_ms: Mapping[str, float] | None = None,
+) -> Route:
     """The primary and backup route from ``src`` to ``dst`` with ``down`` circuits cut."""
-    paths = paths_between(fabric, src, dst, down=down)
+    paths = paths_between(fabric, src, dst, down=down, rtt_ms=rtt_ms)
     if not paths:
         return Route(src=src, dst=dst, primary=None, backup=None)
     primary = paths[0]
@@ -78,13 +94,19 @@ def route(fabric: Fabric, src: str, dst: str, *, down: Iterable[str] = ()) -> Ro
 
 
 def _walk(
-    circuits: list[Circuit], here: str, dst: str, sites: tuple[str, ...], used: tuple[Circuit, ...]
+    circuits: list[Circuit],
+    here: str,
+    dst: str,
+    sites: tuple[str, ...],
+    used: tuple[Circuit, ...],
+    *,
+    rtts: Mapping[str, float],
 ) -> Iterator[Path]:
     if here == dst and used:
         yield Path(
             sites=sites,
             circuits=tuple(c.name for c in used),
-            rtt_ms=sum(c.rtt_ms for c in used),
+            rtt_ms=sum(rtts[c.name] for c in used),
             risk_groups=frozenset(c.risk_group for c in used),
             bottleneck_gbps=min(c.total_gbps for c in used),
         )
@@ -97,4 +119,4 @@ def _walk(
         nxt = c.other_end(here)
         if nxt in sites:
             continue
-        yield from _walk(circuits, nxt, dst, (*sites, nxt), (*used, c))
+        yield from _walk(circuits, nxt, dst, (*sites, nxt), (*used, c), rtts=rtts)

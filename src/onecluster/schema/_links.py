@@ -1,0 +1,155 @@
+"""Link bodies: probe reports from agents, link state, the route table, planning checks and
+events."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "EventOut",
+    "LinkEndOut",
+    "LinkOut",
+    "LinkReport",
+    "PairCheckOut",
+    "PeerOut",
+    "ProbeSample",
+    "RouteOut",
+    "RouteTableOut",
+]
+
+_Ms = Field(default=None, ge=0, allow_inf_nan=False)
+
+LinkStateName = Literal["up", "degraded", "down", "unknown"]
+
+
+class ProbeSample(BaseModel):
+    """One finished probe: its sequence number, how long ago it was sent (seconds, on the
+    agent's clock, so no clock sync is needed) and its RTT (``None``: lost)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    seq: int = Field(ge=0)
+    age_s: float = Field(ge=0, allow_inf_nan=False)
+    rtt_ms: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+
+
+class LinkReport(BaseModel):
+    """What an agent measured on one circuit of its site (window figures in milliseconds)
+    and the probes finished since its last acknowledged report, oldest first."""
+
+    model_config = ConfigDict(frozen=True)
+
+    circuit: str = Field(min_length=1)
+    endpoint: str = Field(min_length=3, description="host:port of this site's probe socket")
+    sent: int = Field(default=0, ge=0)
+    lost: int = Field(default=0, ge=0)
+    loss: float = Field(default=0.0, ge=0, le=1, allow_inf_nan=False)
+    rtt_min_ms: float | None = _Ms
+    rtt_p50_ms: float | None = _Ms
+    rtt_p99_ms: float | None = _Ms
+    pdv_p50_ms: float | None = _Ms
+    pdv_p99_ms: float | None = _Ms
+    jitter_ms: float | None = _Ms
+    samples: list[ProbeSample] = Field(default_factory=list, max_length=2000)
+
+
+class PeerOut(BaseModel):
+    """The far end of one of the site's circuits: where to send its probes."""
+
+    circuit: str
+    site: str
+    endpoint: str
+
+
+class RouteOut(BaseModel):
+    """How ``src`` reaches ``dst`` now: the next hop, the primary path, the disjoint backup.
+
+    ``next_circuit`` is ``None`` when ``dst`` cannot be reached at all; ``dst_address`` is the
+    destination site's service address (``None`` until its agent has announced one).
+    """
+
+    src: str
+    dst: str
+    next_circuit: str | None
+    next_site: str | None
+    sites: list[str]
+    circuits: list[str]
+    rtt_ms: float | None
+    backup_sites: list[str]
+    backup_circuits: list[str]
+    backup_rtt_ms: float | None
+    dst_address: str | None = None
+
+
+class RouteTableOut(BaseModel):
+    """The route table (of one site in a sync reply, of every site from ``/routes``).
+
+    ``version`` grows by one whenever any path changes; ``down`` lists the circuits routed
+    around.
+    """
+
+    version: int
+    changed_at: float | None
+    down: list[str]
+    routes: list[RouteOut]
+
+
+class LinkEndOut(BaseModel):
+    """One end's view of a circuit: what its agent's probes measured (milliseconds)."""
+
+    site: str
+    state: LinkStateName
+    endpoint: str | None
+    reported_at: float | None
+    sent: int
+    lost: int
+    loss: float
+    rtt_min_ms: float | None
+    rtt_p50_ms: float | None
+    rtt_p99_ms: float | None
+    pdv_p50_ms: float | None
+    pdv_p99_ms: float | None
+    jitter_ms: float | None
+
+
+class LinkOut(BaseModel):
+    """A circuit: its state (the worst of its two ends' fresh views), since when, and both
+    ends' measurements next to what the fabric declares."""
+
+    circuit: str
+    a: str
+    b: str
+    state: LinkStateName
+    since: float | None
+    rtt_ms: float
+    loss: float
+    capacity_gbps: float
+    risk_group: str
+    ends: list[LinkEndOut]
+
+
+class PairCheckOut(BaseModel):
+    """``links check``: one site pair, its routes' RTTs and the objective's verdict."""
+
+    a: str
+    b: str
+    primary_sites: list[str]
+    primary_rtt_ms: float | None
+    backup_sites: list[str]
+    backup_rtt_ms: float | None
+    max_rtt_ms: float | None
+    verdict: Literal["ok", "primary-only", "violated", "unreachable"]
+    reason: str
+    measured: bool
+
+
+class EventOut(BaseModel):
+    """Something that happened (circuit down, route changed, site down, job preempted …)."""
+
+    id: int
+    time: float
+    kind: str
+    job_id: str | None
+    message: str

@@ -1,0 +1,69 @@
+"""Link routes: circuit state and measurements, the route table, planning checks, events."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from onecluster.schema import EventOut, LinkOut, PairCheckOut, RouteTableOut
+from onecluster.server._deps import Caller, Control
+from onecluster.topology import check_pairs
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/api/v1", tags=["links"])
+
+
+@router.get("/links")
+def links(control: Control, _caller: Caller) -> list[LinkOut]:
+    """Every circuit: its state and what the probes of both ends measure."""
+    return control.links.links(control.clock.now())
+
+
+@router.get("/routes")
+def routes(control: Control, _caller: Caller, site: str | None = None) -> RouteTableOut:
+    """The route table (of one site with ``site``): next hop, primary and backup paths."""
+    if site is not None:
+        control.require_site(site)
+    return control.links.routes(site)
+
+
+@router.get("/links/check")
+def check(control: Control, _caller: Caller, measured: bool = True) -> list[PairCheckOut]:
+    """Every site pair's primary and backup RTT against the latency objectives; with
+    ``measured`` (the default) the circuits' measured minimum RTTs replace the fabric's."""
+    rtts = control.links.measured_rtt_ms(control.clock.now()) if measured else {}
+    out = []
+    for p in check_pairs(control.fabric, rtt_ms=rtts):
+        on_path = {*p.primary_sites, *p.backup_sites}
+        out.append(
+            PairCheckOut(
+                a=p.a,
+                b=p.b,
+                primary_sites=list(p.primary_sites),
+                primary_rtt_ms=p.primary_rtt_ms,
+                backup_sites=list(p.backup_sites),
+                backup_rtt_ms=p.backup_rtt_ms,
+                max_rtt_ms=p.objective.max_rtt_ms if p.objective else None,
+                verdict=p.verdict,
+                reason=p.objective.reason if p.objective else "",
+                measured=bool(rtts) and bool(on_path),
+            )
+        )
+    return out
+
+
+@router.get("/events")
+def events(
+    control: Control,
+    _caller: Caller,
+    kind: Annotated[str | None, Query(description="only kinds starting with this")] = None,
+    after: Annotated[int | None, Query(ge=0, description="only events after this id")] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> list[EventOut]:
+    """Events, oldest first: the newest ``limit``, or the first ``limit`` after ``after``."""
+    return [
+        EventOut(id=e.id, time=e.time, kind=e.kind, job_id=e.job_id, message=e.message)
+        for e in control.store.events(kind_prefix=kind, after=after, limit=limit)
+    ]
