@@ -28,6 +28,7 @@ import time
 import uuid
 from dataclasses import dataclass
 
+from onecluster.agent._links import SiteLinks
 from onecluster.agent._logship import LogShipper
 from onecluster.agent._reconcile import Actions, reconcile
 from onecluster.agent._server_link import ServerLink, SyncLink
@@ -45,6 +46,8 @@ _log = logging.getLogger("onecluster.agent")
 
 #: Bounds on the heartbeat interval a server may ask for.
 _MIN_INTERVAL_S, _MAX_INTERVAL_S = 0.01, 60.0
+#: While a circuit just fell silent or recovered, sync this often (the server reroutes).
+_ATTENTION_INTERVAL_S = 0.25
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -66,6 +69,9 @@ class Agent:
     The server's ``heartbeat_interval_s`` (in every sync reply) replaces the configured one.
     ``link`` replaces the HTTP link to the server (``server_url``/``token`` are then unused);
     anything with ``agent_sync(site, body)`` and ``close()`` fits, such as the SDK's client.
+    ``links`` probes the site's circuits and follows the server's route table
+    (:mod:`onecluster.agent._links`); while a circuit just fell silent or recovered the agent
+    syncs every 0.25 s, so the server hears of it, and reroutes, without waiting a heartbeat.
     """
 
     def __init__(
@@ -82,6 +88,7 @@ class Agent:
         log_chunk_bytes: int = 65536,
         request_timeout_s: float = 5.0,
         link: SyncLink | None = None,
+        links: SiteLinks | None = None,
     ) -> None:
         self.agent_id = str(uuid.uuid4())
         self._site = site
@@ -101,6 +108,7 @@ class Agent:
         self._last_sync_at: float | None = None
         self._lease_s = _DEFAULT_LEASE_S
         self._fenced = False
+        self._links = links
 
     # -- one sync ---------------------------------------------------------------------------
 
@@ -130,9 +138,13 @@ class Agent:
             capacity=dict(self._backend.capacity()),
             attempts=[self._wire(s) for s in statuses],
             logs=list(batch.chunks),
+            service_address=self._links.service_address if self._links else None,
+            links=self._links.reports() if self._links else [],
         )
         reply = self._link.agent_sync(self._site, body)
         self._logs.commit(batch)
+        if self._links is not None:
+            self._links.delivered(reply)
         return reply
 
     def _wire(self, status: AttemptStatus) -> AttemptReport:
@@ -185,9 +197,14 @@ class Agent:
         Returns the seconds until the next turn.  A failed sync is logged, never raised.
         """
         now = self._clock.now()
+        if self._links is not None and self._failures == 0 and self._links.attention():
+            self._next_sync = min(
+                self._next_sync, (self._last_sync_at or now) + _ATTENTION_INTERVAL_S
+            )
         if now < self._next_sync:
             self._backend.poll()  # reaps exits and escalates overdue stops between syncs
-            return min(self._interval, self._next_sync - now)
+            turn = self._interval if self._links is None else min(self._interval, 0.1)
+            return min(turn, self._next_sync - now)
         try:
             reply = self.sync_once()
         except PlatformError as exc:
@@ -278,6 +295,8 @@ class Agent:
         finally:
             self._backend.close(grace_s=0.5)
             self._link.close()
+            if self._links is not None:
+                self._links.close()
         _log.info("agent %s stopped", self.agent_id)
 
     def statistics(self) -> AgentStats:

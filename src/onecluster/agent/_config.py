@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from onecluster.errors import NotFoundError, ValidationError
@@ -22,8 +23,13 @@ class AgentConfig:
     entry in the fabric file at ``fabric_path`` (exactly one of the two).  ``work_dir`` holds
     the attempts' working directories and logs (default ``~/.onecluster/agent/<site>``).
     ``stop_grace_s`` is the grace given to attempts the agent stops on its own (when the server
-    no longer lists them, or when the agent shuts down).  Construction raises
-    :class:`ValidationError` for values that cannot work.
+    no longer lists them, or when the agent shuts down).
+
+    Links: ``links`` maps each circuit the agent probes to the site's own address on it (none:
+    no probes); ``service_address`` is the address other sites reach this one at;
+    ``apply_routes`` programs the kernel's routes to the other sites from the server's route
+    table; ``metrics_address`` (``host:port``) serves the probes' Prometheus ``/metrics``.
+    Construction raises :class:`ValidationError` for values that cannot work.
     """
 
     site: str
@@ -38,6 +44,11 @@ class AgentConfig:
     stop_grace_s: float = 10.0
     log_chunk_bytes: int = 65536
     request_timeout_s: float = 5.0
+    links: Mapping[str, str] = field(default_factory=dict)
+    service_address: str | None = None
+    probe_interval_s: float = 0.1
+    apply_routes: bool = False
+    metrics_address: str | None = None
 
     def __post_init__(self) -> None:
         if not self.site:
@@ -69,6 +80,24 @@ class AgentConfig:
         if self.log_chunk_bytes < 1024:
             msg = f"log chunks must allow at least 1024 bytes (got {self.log_chunk_bytes})"
             raise ValidationError(msg)
+        self._check_links()
+
+    def _check_links(self) -> None:
+        for circuit, address in self.links.items():
+            _check_ip(address, f"the address of circuit {circuit}")
+        if self.service_address is not None:
+            _check_ip(self.service_address, "the service address")
+        if not 0.001 <= self.probe_interval_s <= 10:
+            msg = f"the probe interval must be between 0.001 and 10 s (got {self.probe_interval_s})"
+            raise ValidationError(msg)
+        if self.apply_routes and self.service_address is None:
+            msg = "routes can be applied only with a service address for them to lead to"
+            raise ValidationError(msg, hint="add --service-address")
+        if self.metrics_address is not None:
+            host, _, port = self.metrics_address.rpartition(":")
+            if not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+                msg = f"the metrics address {self.metrics_address!r} is not HOST:PORT"
+                raise ValidationError(msg, hint="e.g. --metrics 0.0.0.0:9464")
 
     def resolved_pools(self) -> dict[str, int]:
         """GPU count per type at this site; reads the fabric file if one was given.
@@ -90,3 +119,11 @@ class AgentConfig:
         if self.work_dir is not None:
             return Path(self.work_dir)
         return Path.home() / ".onecluster" / "agent" / self.site
+
+
+def _check_ip(text: str, what: str) -> None:
+    try:
+        ipaddress.IPv4Address(text)
+    except ValueError as exc:
+        msg = f"{what} {text!r} is not an IPv4 address"
+        raise ValidationError(msg) from exc

@@ -11,8 +11,11 @@ from types import FrameType
 
 from onecluster.agent._agent import Agent
 from onecluster.agent._config import AgentConfig
+from onecluster.agent._links import SiteLinks
 from onecluster.backends import LocalBackend
 from onecluster.errors import PlatformError, ValidationError
+from onecluster.network import KernelRoutes
+from onecluster.telemetry import MetricsServer, Prober
 
 __all__ = ["run_agent"]
 
@@ -37,6 +40,7 @@ def run_agent(config: AgentConfig, *, stop: threading.Event | None = None) -> in
         except OSError as exc:
             msg = f"cannot use {work_dir} as the agent's work directory: {exc.strerror or exc}"
             raise ValidationError(msg, hint="pass a writable --work-dir") from exc
+        links = _site_links(config)
     except PlatformError as exc:
         _log.error("the agent for site %s cannot start: %s", config.site, exc.message)
         if exc.hint:
@@ -52,10 +56,35 @@ def run_agent(config: AgentConfig, *, stop: threading.Event | None = None) -> in
         stop_grace_s=config.stop_grace_s,
         log_chunk_bytes=config.log_chunk_bytes,
         request_timeout_s=config.request_timeout_s,
+        links=links,
     )
+    if links is not None:
+        links.prober.start()
     with _stopped_by_signals(stop):
         agent.run(stop)
     return 0
+
+
+def _site_links(config: AgentConfig) -> SiteLinks | None:
+    """The probes, metrics and routes the config asks for (``None``: no circuits to probe)."""
+    if not config.links:
+        return None
+    prober = Prober(config.links, interval_s=config.probe_interval_s)
+    metrics = None
+    try:
+        if config.metrics_address is not None:
+            host, _, port = config.metrics_address.rpartition(":")
+            metrics = MetricsServer(prober, host, int(port))
+            _log.info("probe metrics at %s", metrics.url)
+    except PlatformError:
+        prober.close()
+        raise
+    return SiteLinks(
+        prober,
+        service_address=config.service_address,
+        routes=KernelRoutes() if config.apply_routes else None,
+        metrics=metrics,
+    )
 
 
 @contextmanager

@@ -38,6 +38,25 @@ def agent(
     stop_grace: float = typer.Option(
         10.0, "--stop-grace", min=0.0, help="Seconds between SIGTERM and SIGKILL for jobs."
     ),
+    link: list[str] = typer.Option(
+        [],
+        "--link",
+        help="Probe a circuit: CIRCUIT=ADDRESS, this site's own address on it (repeatable).",
+    ),
+    service_address: str | None = typer.Option(
+        None, "--service-address", help="The address other sites reach this site at."
+    ),
+    probe_interval: float = typer.Option(
+        0.1, "--probe-interval", help="Seconds between probes of each circuit."
+    ),
+    apply_routes: bool = typer.Option(
+        False,
+        "--apply-routes",
+        help="Program the kernel's routes to the other sites from the server's route table.",
+    ),
+    metrics: str | None = typer.Option(
+        None, "--metrics", help="Serve the probes' Prometheus /metrics on HOST:PORT."
+    ),
 ) -> None:
     """Run the agent of one site: sync with the server, run its jobs through the backend.
 
@@ -61,6 +80,11 @@ def agent(
             work_dir=work_dir,
             heartbeat_interval_s=heartbeat,
             stop_grace_s=stop_grace,
+            links=_links(link),
+            service_address=service_address,
+            probe_interval_s=probe_interval,
+            apply_routes=apply_routes,
+            metrics_address=metrics,
         )
     )
     if code:
@@ -76,6 +100,20 @@ def _pools(specs: list[str]) -> dict[str, int]:
             raise ValidationError(msg, hint="e.g. --pool H100=384")
         pools[gpu_type] = int(count)
     return pools
+
+
+def _links(specs: list[str]) -> dict[str, str]:
+    links: dict[str, str] = {}
+    for spec in specs:
+        circuit, _, address = spec.partition("=")
+        if not circuit or not address:
+            msg = f"link {spec!r} is not CIRCUIT=ADDRESS"
+            raise ValidationError(msg, hint="e.g. --link sha-sin-hk=10.212.0.1")
+        if circuit in links:
+            msg = f"circuit {circuit} is given twice with --link"
+            raise ValidationError(msg)
+        links[circuit] = address
+    return links
 
 
 def _setup_logging() -> None:

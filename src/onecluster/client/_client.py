@@ -13,9 +13,13 @@ from onecluster.errors import UnavailableError
 from onecluster.schema import (
     AgentSync,
     AgentSyncReply,
+    EventOut,
     JobOut,
     JobSubmit,
+    LinkOut,
     LogsOut,
+    PairCheckOut,
+    RouteTableOut,
     SiteOut,
     StatsOut,
     TeamOut,
@@ -129,6 +133,24 @@ class Client:
         """Mint a token (admin); keep the secret, it is shown once."""
         return self._post(f"{_PREFIX}/tokens", _TOKEN, body)
 
+    def links(self) -> list[LinkOut]:
+        """Every circuit: its state and both ends' measurements."""
+        return self._get(f"{_PREFIX}/links", _LINKS)
+
+    def routes(self, site: str | None = None) -> RouteTableOut:
+        """The route table (of one site with ``site``)."""
+        return self._get(f"{_PREFIX}/routes", _ROUTES, site=site)
+
+    def links_check(self, *, measured: bool = True) -> list[PairCheckOut]:
+        """Every site pair's routes against the latency objectives."""
+        return self._get(f"{_PREFIX}/links/check", _CHECKS, measured=str(measured).lower())
+
+    def events(
+        self, *, kind: str | None = None, after: int | None = None, limit: int = 100
+    ) -> list[EventOut]:
+        """Events oldest first (the newest ``limit``, or those after id ``after``)."""
+        return self._get(f"{_PREFIX}/events", _EVENTS, kind=kind, after=after, limit=limit)
+
     def agent_sync(self, site: str, body: AgentSync) -> AgentSyncReply:
         """One agent sync of ``site`` (agent token of that site)."""
         return self._post(f"{_PREFIX}/agents/{site}/sync", _SYNC_REPLY, body)
@@ -161,3 +183,7 @@ _LOGS = TypeAdapter(LogsOut)
 _STATS = TypeAdapter(StatsOut)
 _TOKEN = TypeAdapter(TokenOut)
 _SYNC_REPLY = TypeAdapter(AgentSyncReply)
+_LINKS = TypeAdapter(list[LinkOut])
+_ROUTES = TypeAdapter(RouteTableOut)
+_CHECKS = TypeAdapter(list[PairCheckOut])
+_EVENTS = TypeAdapter(list[EventOut])

@@ -52,5 +52,7 @@ class KernelRoutes:
             else:
                 src = f" src {r.src}" if r.src else ""
                 lines.append(f"route replace {r.dst}/32 via {r.via}{src}")
-        argv = ["ip", *(["-n", self._netns] if self._netns else []), "-batch", "-"]
+        # -force: one route that cannot be set (its next hop's device is gone) must not keep
+        # the others from being set; the failure is still reported.
+        argv = ["ip", *(["-n", self._netns] if self._netns else []), "-force", "-batch", "-"]
         run(argv, what="program the routes to the other sites", stdin="\n".join(lines) + "\n")
