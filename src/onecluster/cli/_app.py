@@ -13,6 +13,8 @@ from onecluster.cli import (
     _agent,
     _cancel,
     _jobs,
+    _lab,
+    _links,
     _logs,
     _report,
     _server,
@@ -49,9 +51,11 @@ def build_app() -> typer.Typer:
         _cancel,
         _logs,
         _sites,
+        _links,
         _simulate,
         _report,
         _token,
+        _lab,
     ):
         module.register(app)
     return app

@@ -3,7 +3,14 @@ namespace per site with its agent, circuits with the fabric's delay, loss and (s
 and commands to cut, heal and flap circuits and to lose and restore whole sites."""
 
 from onecluster.lab._circuits import EmulatorStatus, LinkEmulator, TunEmulator
-from onecluster.lab._lab import DEFAULT_ROOT, CircuitStatus, Lab, LabStatus, SiteStatus
+from onecluster.lab._lab import (
+    DEFAULT_ROOT,
+    CircuitStatus,
+    FlowSample,
+    Lab,
+    LabStatus,
+    SiteStatus,
+)
 from onecluster.lab._plan import BRIDGE_IP, CircuitPlan, LabPlan, SitePlan, plan_lab
 from onecluster.lab._state import LabState
 
@@ -13,6 +20,7 @@ __all__ = [
     "CircuitPlan",
     "CircuitStatus",
     "EmulatorStatus",
+    "FlowSample",
     "Lab",
     "LabPlan",
     "LabState",

@@ -15,9 +15,10 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from onecluster.client import Client
 from onecluster.errors import (
@@ -31,13 +32,14 @@ from onecluster.errors import (
 from onecluster.fabric import load_fabric
 from onecluster.lab._build import build_bridge, build_site, check_host, new_site_netns, tear_down
 from onecluster.lab._circuits import EmulatorStatus, TunEmulator, start_tun_emulator
+from onecluster.lab._flows import FlowSample, run_flow
 from onecluster.lab._pids import alive, ours, spawn, stop_pids, tail
 from onecluster.lab._plan import BRIDGE_IP, CircuitPlan, LabPlan, plan_lab
 from onecluster.lab._state import LabState, ProcessRecord
 from onecluster.network import in_netns, link_exists, list_netns, netns_pids
 from onecluster.schema import TokenCreate
 
-__all__ = ["DEFAULT_ROOT", "CircuitStatus", "Lab", "LabStatus", "SiteStatus"]
+__all__ = ["DEFAULT_ROOT", "CircuitStatus", "FlowSample", "Lab", "LabStatus", "SiteStatus"]
 
 #: Where labs keep their state: tmpfs, which — like network namespaces — ends at reboot.
 DEFAULT_ROOT = Path("/run/onecluster")
@@ -389,6 +391,33 @@ class Lab:
         del state.sites_down[site]
         state.save(self.dir)
         self._wait_ready(plan, state, ready_timeout_s, sites=[site])
+
+    # -- traffic ----------------------------------------------------------------------------
+
+    def traffic(
+        self,
+        src: str,
+        dst: str,
+        *,
+        seconds: float,
+        proto: Literal["tcp", "udp"] = "tcp",
+        pps: float = 500.0,
+        interval_s: float = 0.25,
+    ) -> Iterator[FlowSample]:
+        """A test flow from site ``src`` to ``dst`` over the routes; the receiver's samples."""
+        check_host()
+        plan = self._plan(self._state())
+        if src == dst:
+            msg = "a test flow needs two different sites"
+            raise ValidationError(msg)
+        yield from run_flow(
+            plan.site(src),
+            plan.site(dst),
+            seconds=seconds,
+            proto=proto,
+            pps=pps,
+            interval_s=interval_s,
+        )
 
     # -- status -----------------------------------------------------------------------------
 
