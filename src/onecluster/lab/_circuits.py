@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -137,8 +138,9 @@ class TunEmulator:
 
 def start_tun_emulator(
     plan: LabPlan, circuit: CircuitPlan, directory: Path
-) -> tuple[TunEmulator, Path]:
-    """Start ``circuit``'s emulator and configure both its ends; the emulator and its log.
+) -> tuple[TunEmulator, Path, subprocess.Popen[bytes]]:
+    """Start ``circuit``'s emulator and configure both its ends; the emulator, its log and
+    its process.
 
     :class:`BackendError` (with the log's tail) if it does not come up.
     """
@@ -194,4 +196,4 @@ def start_tun_emulator(
             burst_bytes=circuit.burst_bytes,
             limit_bytes=circuit.limit_bytes,
         )
-    return emulator, log
+    return emulator, log, process

@@ -99,3 +99,5 @@ def run_flow(
             if process is not None:
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     process.wait(timeout=5)
+        if sink.stdout is not None:
+            sink.stdout.close()

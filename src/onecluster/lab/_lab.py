@@ -13,6 +13,7 @@ from __future__ import annotations
 import shutil
 import signal
 import socket
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -36,7 +37,13 @@ from onecluster.lab._flows import FlowSample, run_flow
 from onecluster.lab._pids import alive, ours, spawn, stop_pids, tail
 from onecluster.lab._plan import BRIDGE_IP, CircuitPlan, LabPlan, plan_lab
 from onecluster.lab._state import LabState, ProcessRecord
-from onecluster.network import in_netns, link_exists, list_netns, netns_pids
+from onecluster.network import (
+    device_with_address,
+    in_netns,
+    link_exists,
+    list_netns,
+    netns_pids,
+)
 from onecluster.schema import TokenCreate
 
 __all__ = ["DEFAULT_ROOT", "CircuitStatus", "FlowSample", "Lab", "LabStatus", "SiteStatus"]
@@ -110,6 +117,13 @@ class Lab:
         self.dir = root / name
         self._environ = dict(environ or {})
         self._progress = progress or (lambda _line: None)
+        # Children started by this object, polled once stopped so none is left a zombie.
+        self._children: list[subprocess.Popen[bytes]] = []
+
+    def _reap(self) -> None:
+        for child in self._children:
+            child.poll()
+        self._children = [c for c in self._children if c.returncode is None]
 
     # -- state ------------------------------------------------------------------------------
 
@@ -149,6 +163,12 @@ class Lab:
         if self.exists() or leftovers or link_exists(plan.bridge):
             msg = f"a lab named {self.name} is already on this host"
             raise ConflictError(msg, hint="`onecluster lab down-all` removes it first")
+        holder = device_with_address(BRIDGE_IP)
+        if holder is not None:
+            msg = f"{BRIDGE_IP}, the lab's management address, is already on device {holder}"
+            raise ConflictError(
+                msg, hint="one lab per host: remove the other with `onecluster lab down-all --name NAME`"
+            )
         shutil.rmtree(self.dir / "logs", ignore_errors=True)
         self.dir.mkdir(parents=True, exist_ok=True)
         copy = self.dir / "fabric.yaml"
@@ -160,7 +180,10 @@ class Lab:
             self._wait_ready(plan, state, ready_timeout_s)
         except BaseException:
             self._progress("the lab did not come up; removing what was made")
-            tear_down(self.name, self.dir, LabState.load(self.dir), self._progress)
+            try:
+                tear_down(self.name, self.dir, LabState.load(self.dir), self._progress)
+            finally:
+                self._reap()
             raise
         return self.status()
 
@@ -183,7 +206,8 @@ class Lab:
                 self._start_agent(plan, state, site.site, admin)
 
     def _start_circuit(self, plan: LabPlan, state: LabState, circuit: CircuitPlan) -> None:
-        emulator, log = start_tun_emulator(plan, circuit, self.dir / "emulators")
+        emulator, log, process = start_tun_emulator(plan, circuit, self.dir / "emulators")
+        self._children.append(process)
         state.emulators[circuit.circuit] = ProcessRecord(pid=emulator.pid, log=str(log))
         state.save(self.dir)
         self._progress(
@@ -202,6 +226,7 @@ class Lab:
         ]  # fmt: skip
         log = self.dir / "logs" / "server.log"
         process = spawn(argv, log, env=self._environ)
+        self._children.append(process)
         state.server = ProcessRecord(pid=process.pid, log=str(log))
         state.server_url = url
         state.save(self.dir)
@@ -241,6 +266,7 @@ class Lab:
         )  # fmt: skip
         log = self.dir / "logs" / f"agent-{site}.log"
         process = spawn(argv, log, env={**self._environ, "ONECLUSTER_TOKEN": token})
+        self._children.append(process)
         state.agents[site] = ProcessRecord(pid=process.pid, log=str(log))
         state.save(self.dir)
         self._progress(
@@ -287,7 +313,10 @@ class Lab:
             state = LabState.load(self.dir)
         except ValidationError:
             state = None  # a damaged state file: sweep by name and by directory
-        return tear_down(self.name, self.dir, state, self._progress)
+        try:
+            return tear_down(self.name, self.dir, state, self._progress)
+        finally:
+            self._reap()
 
     # -- circuits ---------------------------------------------------------------------------
 
@@ -369,6 +398,7 @@ class Lab:
                 emulator.cut()
                 cut.append(c.circuit)
         stop_pids(netns_pids(s.netns), grace_s=0.0, sig=signal.SIGKILL)
+        self._reap()
         state.agents.pop(site, None)
         state.sites_down[site] = cut
         state.save(self.dir)

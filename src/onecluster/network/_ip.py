@@ -18,6 +18,7 @@ __all__ = [
     "add_veth",
     "delete_link",
     "delete_netns",
+    "device_with_address",
     "in_netns",
     "link_exists",
     "list_netns",
@@ -158,6 +159,16 @@ def add_address(
     if peer is not None:
         argv += ["peer", peer]
     run([*argv, "dev", name], what=f"add address {address} to {name}")
+
+
+def device_with_address(address: str, netns: str | None = None) -> str | None:
+    """The device that holds ``address`` (IPv4), or ``None``."""
+    text = run([*_ip(netns), "-json", "-4", "address", "show"], what="list addresses").strip()
+    for device in json.loads(text) if text else []:
+        for info in device.get("addr_info", []):
+            if info.get("local") == address:
+                return str(device.get("ifname"))
+    return None
 
 
 def show_routes(netns: str | None = None) -> list[dict[str, Any]]:

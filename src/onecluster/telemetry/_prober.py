@@ -294,8 +294,8 @@ class Prober:
         now = self._clock()
         c.rtts[packet.seq] = now - sent
         c.window.transit(packet.sent_ns, packet.reflected_ns)
-        if c.last_reply is None or c.window.consecutive_losses() >= _ATTENTION_LOSSES:
-            c.recovered_at = now
+        if c.window.consecutive_losses() >= _ATTENTION_LOSSES:
+            c.recovered_at = now  # it answers again after a silence
         c.last_reply = now
         self._finish(c)
 

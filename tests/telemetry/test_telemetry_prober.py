@@ -1,0 +1,143 @@
+"""Probers on loopback: two real UDP sockets per circuit, real threads, real /metrics."""
+
+from __future__ import annotations
+
+import socket
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from onecluster.errors import BackendError, ValidationError
+from onecluster.telemetry import MetricsServer, PeerEndpoint, Prober
+
+
+def wait_until(check: Callable[[], bool], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            pytest.fail("condition not reached in time")
+        time.sleep(0.02)
+
+
+def peer(prober: Prober, circuit: str, site: str) -> PeerEndpoint:
+    host, port = prober.endpoints()[circuit].rsplit(":", 1)
+    return PeerEndpoint(site=site, host=host, port=int(port))
+
+
+@pytest.fixture
+def pair() -> Iterator[tuple[Prober, Prober]]:
+    a = Prober({"c1": "127.0.0.1"}, interval_s=0.02)
+    b = Prober({"c1": "127.0.0.2"}, interval_s=0.02)
+    a.set_peers({"c1": peer(b, "c1", "b")})
+    b.set_peers({"c1": peer(a, "c1", "a")})
+    a.start()
+    b.start()
+    yield a, b
+    a.close()
+    b.close()
+
+
+def test_both_ends_measure_the_circuit(pair: tuple[Prober, Prober]) -> None:
+    a, b = pair
+    wait_until(lambda: all(s.received >= 20 for s in (*a.snapshot(), *b.snapshot())))
+    snap = a.snapshot()[0]
+    assert snap.peer is not None and snap.peer.site == "b"
+    assert snap.lost == 0
+    f = snap.figures
+    assert f.rtt_min_s is not None and 0 < f.rtt_min_s < 0.05
+    assert f.rtt_p99_s is not None and f.rtt_p99_s >= f.rtt_min_s
+    assert f.jitter_s is not None
+    assert snap.silent_s is not None and snap.silent_s < 1.0
+
+
+def test_outcomes_wait_for_acknowledgement_in_sequence_order(pair: tuple[Prober, Prober]) -> None:
+    a, _ = pair
+    wait_until(lambda: len(a.pending()["c1"]) >= 10)
+    pending = a.pending()["c1"]
+    seqs = [o.seq for o in pending]
+    assert seqs == sorted(seqs) and seqs[0] == 0
+    a.acknowledge({"c1": seqs[4]})
+    assert a.pending()["c1"][0].seq == seqs[5]
+
+
+def test_a_peer_that_vanishes_is_lost_probes_and_wants_attention() -> None:
+    a = Prober({"c1": "127.0.0.1"}, interval_s=0.02)
+    b = Prober({"c1": "127.0.0.2"}, interval_s=0.02)
+    try:
+        a.set_peers({"c1": peer(b, "c1", "b")})
+        a.start()
+        b.start()
+        wait_until(lambda: a.snapshot()[0].received >= 5)
+        assert not a.attention()
+        b.close()  # the far end dies: its socket closes
+        wait_until(lambda: a.snapshot()[0].lost >= 3)
+        assert a.attention()
+        outcomes = a.pending()["c1"]
+        assert outcomes[-1].rtt_s is None
+        assert a.snapshot()[0].figures.loss > 0
+    finally:
+        a.close()
+        b.close()
+
+
+def test_packets_that_are_not_probes_are_counted_and_ignored(pair: tuple[Prober, Prober]) -> None:
+    a, _ = pair
+    host, port = a.endpoints()["c1"].rsplit(":", 1)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.sendto(b"hello", (host, int(port)))
+    wait_until(lambda: a.unknown_packets == 1)
+    wait_until(lambda: a.snapshot()[0].received >= 5)
+
+
+def test_a_circuit_without_a_known_peer_is_not_probed() -> None:
+    a = Prober({"c1": "127.0.0.1"}, interval_s=0.01)
+    try:
+        a.start()
+        time.sleep(0.1)
+        assert a.snapshot()[0].sent == 0
+        assert a.snapshot()[0].peer is None
+    finally:
+        a.close()
+
+
+def test_a_bad_address_or_interval_is_refused_at_once() -> None:
+    with pytest.raises(BackendError, match=r"192\.0\.2\.55"):
+        Prober({"c1": "192.0.2.55"})  # TEST-NET: not on this host
+    with pytest.raises(ValidationError, match="interval"):
+        Prober({"c1": "127.0.0.1"}, interval_s=0)
+
+
+def test_metrics_are_served_in_the_prometheus_format(pair: tuple[Prober, Prober]) -> None:
+    a, _ = pair
+    wait_until(lambda: a.snapshot()[0].received >= 10)
+    server = MetricsServer(a, "127.0.0.1", 0)
+    try:
+        with urllib.request.urlopen(server.url, timeout=5) as response:
+            text = response.read().decode()
+    finally:
+        server.close()
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    sent = families["onecluster_link_probes_sent"].samples[0]
+    assert sent.labels == {"circuit": "c1", "peer": "b"}
+    assert sent.value >= 10
+    rtt = families["onecluster_link_rtt_seconds"]
+    buckets = [s for s in rtt.samples if s.name.endswith("_bucket")]
+    assert buckets[-1].labels["le"] == "+Inf"
+    assert [s.value for s in buckets] == sorted(s.value for s in buckets)  # cumulative
+    quantiles = {s.labels["quantile"] for s in families["onecluster_link_pdv_seconds"].samples}
+    assert quantiles == {"0.5", "0.99"}
+    assert families["onecluster_link_loss_ratio"].samples[0].value == 0.0
+    assert "onecluster_link_jitter_seconds" in families
+
+
+def test_the_metrics_port_must_be_free(pair: tuple[Prober, Prober]) -> None:
+    a, _ = pair
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(BackendError, match="metrics"):
+            MetricsServer(a, "127.0.0.1", port)
