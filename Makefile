@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: install run test test-slow test-all lint typecheck bench clean
+.PHONY: install run test test-slow test-all lint typecheck bench bench-lab clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,11 +30,13 @@ typecheck: install
 
 ## make test: lint, strict typing and the default test suite (PostgreSQL started by scripts/postgres.sh).
 test: lint typecheck
+	scripts/lab-host.sh
 	ONECLUSTER_TEST_PG_URL="$${ONECLUSTER_TEST_PG_URL:-$$(scripts/postgres.sh start)}" \
 		$(BIN)/pytest -q $(PYTEST_ARGS)
 
-## make test-slow: the suites marked slow (end-to-end `up`, long simulations).
+## make test-slow: the suites marked slow (end-to-end `up`, the three-site lab, long simulations).
 test-slow: install
+	scripts/lab-host.sh
 	ONECLUSTER_TEST_PG_URL="$${ONECLUSTER_TEST_PG_URL:-$$(scripts/postgres.sh start)}" \
 		$(BIN)/pytest -q -m slow $(PYTEST_ARGS) || [ $$? -eq 5 ]  # 5: no slow test selected
 
@@ -45,6 +47,11 @@ bench: install
 	$(BIN)/python benchmarks/bench_scheduler.py
 	$(BIN)/python benchmarks/bench_policies.py
 	$(BIN)/python benchmarks/bench_api.py
+
+## make bench-lab: the lab's benchmarks (root): emulator fidelity and recovery from cuts and flaps.
+bench-lab: install
+	$(BIN)/python benchmarks/bench_lab_fidelity.py
+	$(BIN)/python benchmarks/bench_recovery.py
 
 clean:
 	rm -rf $(VENV) .state .mypy_cache .ruff_cache .pytest_cache

@@ -4,11 +4,13 @@ from the server's reply (into a recording route sink, a test double of the kerne
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 import pytest
 
+from onecluster.agent import AgentConfig, run_agent
 from onecluster.agent._links import SiteLinks
-from onecluster.errors import BackendError
+from onecluster.errors import BackendError, ValidationError
 from onecluster.network import KernelRoute
 from onecluster.schema import AgentSyncReply, PeerOut, RouteOut, RouteTableOut
 from onecluster.telemetry import Prober
@@ -131,3 +133,30 @@ def test_reports_carry_every_circuit_and_unacknowledged_outcomes_stay(
     assert set(reports) == {"sha-sin-hk", "sha-tyo"}
     assert reports["sha-tyo"].endpoint.startswith("127.0.0.1:")
     assert reports["sha-tyo"].samples == []  # no peer known yet: nothing probed
+
+
+def test_an_agent_refuses_links_that_are_not_its_sites(tmp_path: Path) -> None:
+    fabric = Path(__file__).resolve().parents[2] / "examples/fabrics/three-site.yaml"
+    config = AgentConfig(
+        site="tokyo",
+        server_url="http://127.0.0.1:1",
+        token="t",
+        fabric_path=fabric,
+        links={"sha-sin-hk": "127.0.0.1"},
+        work_dir=tmp_path,
+    )
+    with pytest.raises(ValidationError, match="not a circuit of site tokyo"):
+        config.check_links_against_fabric()
+    assert run_agent(config) == ValidationError.exit_code
+    with pytest.raises(ValidationError, match="IPv4"):
+        AgentConfig(
+            site="tokyo",
+            server_url="http://x",
+            token="t",
+            pools={"H100": 1},
+            links={"sin-tyo": "nope"},
+        )
+    with pytest.raises(ValidationError, match="service address"):
+        AgentConfig(
+            site="tokyo", server_url="http://x", token="t", pools={"H100": 1}, apply_routes=True
+        )

@@ -202,3 +202,22 @@ def test_token_create_refuses_a_scope_that_does_not_fit_the_role(server: tuple[s
     code, _, err = _cli(server, "token", "create", "--role", "member", "--team", "nobody")
     assert code == 3
     assert "no team 'nobody'" in err
+
+
+def test_links_routes_checks_and_events(server: tuple[str, str]) -> None:
+    code, out, _ = _cli(server, "links", "--json")
+    assert code == 0
+    assert {link["circuit"]: link["state"] for link in json.loads(out)} == dict.fromkeys(
+        ["sha-sin-hk", "sha-sin-tw", "sha-tyo", "sin-tyo"], "unknown"
+    )  # no agent probes yet
+    code, out, _ = _cli(server, "links")
+    assert code == 0 and "sha-sin-hk (68 ms)" in out
+    code, out, _ = _cli(server, "routes", "--site", "shanghai")
+    assert code == 0 and "sha-tyo → tokyo" in out and "version 1" in out
+    code, out, _ = _cli(server, "routes", "--site", "osaka")
+    assert code == 3
+    code, out, _ = _cli(server, "links", "check")
+    assert code == 1  # Shanghai–Tokyo < 40 ms holds only on the primary
+    assert "primary-only" in out and "the fabric's RTTs (nothing measured yet)" in out
+    code, out, _ = _cli(server, "events", "--kind", "link")
+    assert code == 0

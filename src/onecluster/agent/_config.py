@@ -114,6 +114,18 @@ class AgentConfig:
             raise NotFoundError(msg, hint=f"its sites: {', '.join(fabric.site_names)}")
         return {p.gpu_type: p.count for p in fabric.site(self.site).pools}
 
+    def check_links_against_fabric(self) -> None:
+        """With a fabric file: :class:`ValidationError` unless every ``links`` circuit exists
+        and has an end at this site (the server would refuse every report otherwise)."""
+        if self.fabric_path is None or not self.links:
+            return
+        fabric = load_fabric(self.fabric_path)
+        mine = {c.name for c in fabric.circuits if self.site in (c.a, c.b)}
+        for circuit in self.links:
+            if circuit not in mine:
+                msg = f"circuit {circuit!r} of --link is not a circuit of site {self.site}"
+                raise ValidationError(msg, hint=f"the site's circuits: {', '.join(sorted(mine))}")
+
     def resolved_work_dir(self) -> Path:
         """``work_dir``, or ``~/.onecluster/agent/<site>`` when none was given."""
         if self.work_dir is not None:

@@ -40,6 +40,7 @@ def run_agent(config: AgentConfig, *, stop: threading.Event | None = None) -> in
         except OSError as exc:
             msg = f"cannot use {work_dir} as the agent's work directory: {exc.strerror or exc}"
             raise ValidationError(msg, hint="pass a writable --work-dir") from exc
+        config.check_links_against_fabric()
         links = _site_links(config)
     except PlatformError as exc:
         _log.error("the agent for site %s cannot start: %s", config.site, exc.message)

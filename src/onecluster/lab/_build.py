@@ -128,6 +128,8 @@ def tear_down(
     if rest:
         stop_pids(rest, grace_s=5.0)
         removed.append(f"{len(rest)} emulator and server processes")
+    with contextlib.suppress(PlatformError):
+        netns &= set(list_netns())  # already gone is fine
     for ns in sorted(netns):
         attempt(f"namespace {ns}", _deleter(ns))
     bridge = f"{name}-mgmt"

@@ -167,7 +167,8 @@ class Lab:
         if holder is not None:
             msg = f"{BRIDGE_IP}, the lab's management address, is already on device {holder}"
             raise ConflictError(
-                msg, hint="one lab per host: remove the other with `onecluster lab down-all --name NAME`"
+                msg,
+                hint="one lab per host: remove the other (`onecluster lab down-all --name NAME`)",
             )
         shutil.rmtree(self.dir / "logs", ignore_errors=True)
         self.dir.mkdir(parents=True, exist_ok=True)
