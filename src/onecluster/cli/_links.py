@@ -152,21 +152,7 @@ def _offline(path: Path) -> list[PairCheckOut]:
     from onecluster.fabric import load_fabric
     from onecluster.topology import check_pairs
 
-    return [
-        PairCheckOut(
-            a=p.a,
-            b=p.b,
-            primary_sites=list(p.primary_sites),
-            primary_rtt_ms=p.primary_rtt_ms,
-            backup_sites=list(p.backup_sites),
-            backup_rtt_ms=p.backup_rtt_ms,
-            max_rtt_ms=p.objective.max_rtt_ms if p.objective else None,
-            verdict=p.verdict,
-            reason=p.objective.reason if p.objective else "",
-            measured=False,
-        )
-        for p in check_pairs(load_fabric(path))
-    ]
+    return [PairCheckOut.of(p, measured=False) for p in check_pairs(load_fabric(path))]
 
 
 def routes_table(table: RouteTableOut) -> Table:

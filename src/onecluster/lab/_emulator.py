@@ -242,10 +242,14 @@ class Emulator:
             buffer[:] = rest
             answer = self.handle(line)
             try:
-                conn.setblocking(True)
+                # a client that does not read must not stall the packets: give up after 1 s
+                conn.settimeout(1.0)
                 conn.sendall(json.dumps(answer).encode() + b"\n")
                 conn.setblocking(False)
             except OSError:
+                self._epoll.unregister(fd)
+                del self._clients[fd]
+                conn.close()
                 return
 
     def handle(self, line: bytes) -> dict[str, Any]:

@@ -453,8 +453,9 @@ class Lab:
     # -- status -----------------------------------------------------------------------------
 
     def status(self) -> LabStatus:
-        """Every site and circuit as it is now (no root needed to read it)."""
+        """Every site and circuit as it is now."""
         state = self._state()
+        check_host()
         plan = self._plan(state)
         existing = set(list_netns())
         marker = f"{self.dir}/"

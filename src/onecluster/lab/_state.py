@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from onecluster.errors import ValidationError
+from onecluster.errors import ForbiddenError, ValidationError
 
 __all__ = ["STATE_VERSION", "LabState", "ProcessRecord"]
 
@@ -64,6 +64,9 @@ class LabState:
             body: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             return None
+        except PermissionError as exc:
+            msg = f"the lab's state file {path} is readable by root only"
+            raise ForbiddenError(msg, hint="run it as root (e.g. with sudo)") from exc
         except (OSError, ValueError) as exc:
             msg = f"cannot read the lab's state file {path}: {exc}"
             raise ValidationError(

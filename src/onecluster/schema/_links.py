@@ -7,6 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from onecluster.topology import PairCheck
+
 __all__ = [
     "EventOut",
     "LinkEndOut",
@@ -143,6 +145,22 @@ class PairCheckOut(BaseModel):
     verdict: Literal["ok", "primary-only", "violated", "unreachable"]
     reason: str
     measured: bool
+
+    @classmethod
+    def of(cls, check: PairCheck, *, measured: bool) -> PairCheckOut:
+        """The wire form of a planning check (``measured``: from probes' RTTs)."""
+        return cls(
+            a=check.a,
+            b=check.b,
+            primary_sites=list(check.primary_sites),
+            primary_rtt_ms=check.primary_rtt_ms,
+            backup_sites=list(check.backup_sites),
+            backup_rtt_ms=check.backup_rtt_ms,
+            max_rtt_ms=check.objective.max_rtt_ms if check.objective else None,
+            verdict=check.verdict,
+            reason=check.objective.reason if check.objective else "",
+            measured=measured,
+        )
 
 
 class EventOut(BaseModel):

@@ -34,24 +34,9 @@ def check(control: Control, _caller: Caller, measured: bool = True) -> list[Pair
     """Every site pair's primary and backup RTT against the latency objectives; with
     ``measured`` (the default) the circuits' measured minimum RTTs replace the fabric's."""
     rtts = control.links.measured_rtt_ms(control.clock.now()) if measured else {}
-    out = []
-    for p in check_pairs(control.fabric, rtt_ms=rtts):
-        on_path = {*p.primary_sites, *p.backup_sites}
-        out.append(
-            PairCheckOut(
-                a=p.a,
-                b=p.b,
-                primary_sites=list(p.primary_sites),
-                primary_rtt_ms=p.primary_rtt_ms,
-                backup_sites=list(p.backup_sites),
-                backup_rtt_ms=p.backup_rtt_ms,
-                max_rtt_ms=p.objective.max_rtt_ms if p.objective else None,
-                verdict=p.verdict,
-                reason=p.objective.reason if p.objective else "",
-                measured=bool(rtts) and bool(on_path),
-            )
-        )
-    return out
+    return [
+        PairCheckOut.of(p, measured=bool(rtts)) for p in check_pairs(control.fabric, rtt_ms=rtts)
+    ]
 
 
 @router.get("/events")
