@@ -39,7 +39,7 @@ class Clock:
 
 @pytest.fixture
 def links() -> Iterator[tuple[SiteLinks, RecordingRoutes, Clock]]:
-    prober = Prober({"sha-sin-hk": "127.0.0.1", "sha-tyo": "127.0.0.1"})
+    prober = Prober({"sha-sin-hk": "127.0.0.1", "sha-tyo": "127.0.0.1"}, port=0)
     sink, clock = RecordingRoutes(), Clock()
     site = SiteLinks(prober, service_address="10.211.0.1", routes=sink, clock=clock)
     yield site, sink, clock

@@ -103,6 +103,7 @@ def test_sync_body_follows_the_contract(control_plane: Any, start_agent: Any) ->
         "logs": [],
         "service_address": None,
         "links": [],
+        "probe_clock_s": None,
     }
 
 

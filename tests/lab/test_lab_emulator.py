@@ -87,10 +87,29 @@ def test_cut_heal_and_loss(circuit: tuple[TunEmulator, Echo, str]) -> None:
     emulator.request({"op": "set", "loss": [0.5, 0.0]})
     answered = [r for r in echo.ping(a_ns, 60, timeout_s=0.1) if r is not None]
     assert 10 <= len(answered) <= 50  # about half lost on the way out
-    with pytest.raises(ValidationError, match="two fractions"):
-        emulator.request({"op": "set", "loss": [2.0, 0.0]})
     with pytest.raises(ValidationError, match="unknown op"):
         emulator.request({"op": "explode"})
+
+
+@pytest.mark.parametrize(
+    ("request_body", "error"),
+    [
+        ({"op": "set", "loss": [2.0, 0.0]}, "loss must be between"),
+        ({"op": "set", "delay_ms": [1e300, 1.0]}, "delay_ms must be between"),
+        ({"op": "set", "delay_ms": "12"}, "list of two numbers"),
+        ({"op": "set", "delay_ms": [5.0, 5.0], "loss": [0.1, "x"]}, "loss must be a number"),
+        ({"op": "flap", "period_s": 1.0}, "down_s must be a number"),
+    ],
+)
+def test_a_bad_request_is_refused_and_changes_nothing(
+    circuit: tuple[TunEmulator, Echo, str], request_body: dict[str, object], error: str
+) -> None:
+    emulator, echo, a_ns = circuit
+    with pytest.raises(ValidationError, match=error):
+        emulator.request(request_body)
+    status = emulator.status()  # still alive, nothing applied
+    assert status.delay_ms == (10.0, 10.0) and status.loss == (0.0, 0.0) and status.state == "up"
+    assert all(r is not None for r in echo.ping(a_ns, 3))
 
 
 def test_a_flapping_circuit_is_down_part_of_each_period(

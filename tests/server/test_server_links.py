@@ -26,14 +26,16 @@ ENDS = {
 
 
 class Probes:
-    """Both ends of every circuit probing ten times a second, on virtual time."""
+    """Both ends of every circuit probing ten times a second, on virtual time (the agents'
+    clocks read the same as the server's, less ``skew``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, skew: float = 0.0) -> None:
         self.seq: dict[tuple[str, str], int] = {}
         self.cut: set[str] = set()
+        self.skew = skew
 
     def report(self, site: str, start: float, end: float) -> list[LinkReport]:
-        """Reports of ``site`` for probes sent in [start, end), as seen at ``end``."""
+        """Reports of ``site`` for probes sent in [start, end)."""
         reports = []
         for circuit, (a, b) in ENDS.items():
             if site not in (a, b):
@@ -45,7 +47,7 @@ class Probes:
                 seq = self.seq.get(key, 0)
                 self.seq[key] = seq + 1
                 rtt = None if circuit in self.cut else RTT[circuit]
-                samples.append(ProbeSample(seq=seq, age_s=end - t, rtt_ms=rtt))
+                samples.append(ProbeSample(seq=seq, sent_s=t - self.skew, rtt_ms=rtt))
                 t += 0.1
             reports.append(
                 LinkReport(
@@ -64,7 +66,10 @@ def feed(
     start: float,
     end: float,
     sites: Iterable[str] = ("shanghai", "singapore", "tokyo"),
+    *,
+    delay: float = 0.0,
 ) -> list[str]:
+    """Each site syncs every second, its body ``delay`` seconds in transit."""
     alerts = []
     t = start
     while t < end:
@@ -74,84 +79,158 @@ def feed(
                 f"agent-{site}",
                 probes.report(site, t, t + 1.0),
                 service_address=None,
-                now=t + 1.0,
+                clock_s=t + 1.0 - probes.skew,
+                now=t + 1.0 + delay,
             )
         t += 1.0
     return [a.kind for a in alerts]
 
 
-def test_circuits_come_up_then_a_cut_reroutes_and_a_heal_brings_it_back() -> None:
+def states(board: LinkBoard) -> dict[str, str]:
+    return dict(board.statistics().states)
+
+
+def test_circuits_warm_up_then_a_cut_reroutes_and_a_heal_brings_it_back() -> None:
     board, probes = LinkBoard(FABRIC), Probes()
     kinds = feed(board, probes, 0.0, 3.0)
+    assert "link_up" not in kinds and set(states(board).values()) == {"unknown"}  # warming up
+    kinds = feed(board, probes, 3.0, 7.0)
     assert kinds.count("link_up") == 4
-    assert all(state == "up" for state in board.statistics().states.values())
+    assert set(states(board).values()) == {"up"}
     version = board.statistics().route_version
     probes.cut = {"sha-sin-hk", "sha-sin-tw"}
-    kinds = feed(board, probes, 3.0, 5.0)
+    kinds = feed(board, probes, 7.0, 9.0)
     assert kinds.count("link_down") == 2 and "route_changed" in kinds
+    assert "link_degraded" not in kinds  # straight to down
     assert board.down_circuits() == {"sha-sin-hk", "sha-sin-tw"}
     assert board.circuit_load() == {"sha-sin-hk": 1.0, "sha-sin-tw": 1.0}
-    sh = {r.dst: r for r in board.routes("shanghai").routes}
-    assert sh["singapore"].next_circuit == "sha-tyo" and sh["singapore"].sites == [
-        "shanghai",
-        "tokyo",
-        "singapore",
-    ]
+    to_sg = {r.dst: r for r in board.routes("shanghai").routes}["singapore"]
+    assert to_sg.next_circuit == "sha-tyo"
+    assert to_sg.sites == ["shanghai", "tokyo", "singapore"]
     assert board.statistics().route_version == version + 1
     probes.cut = set()
-    kinds = feed(board, probes, 5.0, 8.0)
+    kinds = feed(board, probes, 9.0, 12.0)
     assert "link_up" not in kinds  # 3 s of replies is not yet 5 s of steady ones
-    kinds = feed(board, probes, 8.0, 12.0)
+    kinds = feed(board, probes, 12.0, 16.0)
     assert kinds.count("link_up") == 2 and "route_changed" in kinds
     assert board.routes("shanghai").routes[0].next_circuit == "sha-sin-hk"
+    taken = [a.kind for a in board.take_alerts()]
+    assert taken.count("link_down") == 2 and board.take_alerts() == []  # the outbox, in order
 
 
-def test_one_end_seeing_the_cut_is_enough() -> None:
-    board, probes = LinkBoard(FABRIC), Probes()
-    feed(board, probes, 0.0, 3.0)
+def test_a_peer_agent_restarting_is_not_a_cut() -> None:
+    board, probes = LinkBoard(FABRIC, stale_s=5.0, lag_s=3.0), Probes()
+    feed(board, probes, 0.0, 7.0)
+    restarted = Probes()  # Tokyo's new agent numbers its probes from 0
+    kinds: list[str] = []
+    seen = []
+    for t in range(7, 16):
+        # Shanghai's probes of sha-tyo go unanswered while Tokyo's agent is away (7-9 s)
+        probes.cut = {"sha-tyo"} if t < 9 else set()
+        kinds += feed(board, probes, t, t + 1.0, sites=["shanghai", "singapore"])
+        if t >= 9:  # the new agent of Tokyo reports: its probes flow
+            kinds += [
+                a.kind
+                for a in board.report(
+                    "tokyo",
+                    "agent-tokyo-2",
+                    restarted.report("tokyo", t, t + 1.0),
+                    service_address=None,
+                    clock_s=t + 1.0,
+                    now=t + 1.0,
+                )
+            ]
+        seen.append(states(board)["sha-tyo"])
+    assert set(seen) == {"up"}, list(enumerate(seen, 7))  # no alert, no reroute
+    assert not [k for k in kinds if k.startswith("link_") or k == "route_changed"]
+    # a split that lasts is said, with the reason
     probes.cut = {"sha-tyo"}
-    feed(board, probes, 3.0, 5.0, sites=["shanghai"])  # only Shanghai's probes fail
+    for t in range(16, 30):
+        feed(board, probes, t, t + 1.0, sites=["shanghai", "singapore"])
+        board.report(
+            "tokyo", "agent-tokyo-2", restarted.report("tokyo", t, t + 1.0),
+            service_address=None, clock_s=t + 1.0, now=t + 1.0,
+        )  # fmt: skip
+    assert states(board)["sha-tyo"] == "degraded"
+
+
+def test_a_site_gone_silent_is_judged_by_the_other_end_after_the_lag() -> None:
+    board, probes = LinkBoard(FABRIC, stale_s=5.0, lag_s=3.0), Probes()
+    feed(board, probes, 0.0, 7.0)
+    probes.cut = {"sha-tyo", "sin-tyo"}  # Tokyo is lost: its agent and its circuits
+    kinds = feed(board, probes, 7.0, 9.0, sites=["shanghai", "singapore"])
+    assert states(board)["sha-tyo"] == "up"  # Tokyo's last word is still fresh
+    kinds += feed(board, probes, 9.0, 12.0, sites=["shanghai", "singapore"])
+    assert states(board)["sha-tyo"] == states(board)["sin-tyo"] == "down"
+    assert "link_degraded" not in kinds
+
+
+def test_sync_latency_does_not_move_probe_times() -> None:
+    board, probes = LinkBoard(FABRIC), Probes(skew=1000.0)  # the agents' clocks are far off
+    feed(board, probes, 0.0, 7.0)
+    assert set(states(board).values()) == {"up"}
+    # one sync arrives half a second late and its first probe was lost: not an outage
+    probes.cut = {"sha-tyo"}
+    probes_once = probes.report("shanghai", 7.0, 7.1)
     probes.cut = set()
-    feed(board, probes, 3.0, 5.0, sites=["singapore", "tokyo"])
-    assert board.statistics().states["sha-tyo"] == "down"
+    late = probes_once + probes.report("shanghai", 7.1, 8.0)
+    merged = {}
+    for r in late:
+        merged.setdefault(r.circuit, []).extend(r.samples)
+    body = [LinkReport(circuit=c, endpoint="10.212.0.1:7000", samples=v) for c, v in merged.items()]
+    kinds = [
+        a.kind
+        for a in board.report(
+            "shanghai", "agent-shanghai", body, service_address=None, clock_s=8.0 - 1000.0, now=8.49
+        )
+    ]
+    assert "link_down" not in kinds
+    assert states(board)["sha-tyo"] == "up"
 
 
 def test_resent_samples_are_ignored_and_a_new_agent_starts_afresh() -> None:
     board, probes = LinkBoard(FABRIC), Probes()
-    feed(board, probes, 0.0, 3.0)
-    again = probes.report("shanghai", 3.0, 4.0)
-    board.report("shanghai", "agent-shanghai", again, service_address=None, now=4.0)
-    board.report("shanghai", "agent-shanghai", again, service_address=None, now=4.0)  # a retry
-    assert all(s == "up" for s in board.statistics().states.values())
+    feed(board, probes, 0.0, 7.0)
+    again = probes.report("shanghai", 7.0, 8.0)
+    for _ in range(2):  # the second is a retry
+        board.report(
+            "shanghai", "agent-shanghai", again, service_address=None, clock_s=8.0, now=8.0
+        )
+    assert set(states(board).values()) == {"up"}
     probes.seq = {}  # a restarted agent numbers its probes from 0 again
-    fresh = probes.report("shanghai", 4.0, 5.0)
-    board.report("shanghai", "agent-shanghai-2", fresh, service_address=None, now=5.0)
-    [view] = [e for e in board.links(5.0)[0].ends if e.site == "shanghai"]
-    assert view.state == "up"
+    fresh = probes.report("shanghai", 8.0, 9.0)
+    board.report("shanghai", "agent-shanghai-2", fresh, service_address=None, clock_s=9.0, now=9.0)
+    [view] = [e for e in board.links(9.0)[0].ends if e.site == "shanghai"]
+    assert view.state == "warming"
+    assert board.links(9.0)[0].state == "up"  # the other end still vouches for it
 
 
 def test_ends_that_stop_reporting_go_stale_and_the_circuit_unknown() -> None:
     board, probes = LinkBoard(FABRIC, stale_s=5.0), Probes()
-    feed(board, probes, 0.0, 3.0)
+    feed(board, probes, 0.0, 7.0)
     alerts = board.refresh(20.0)
     assert {a.kind for a in alerts} == {"link_unknown"}
-    assert set(board.statistics().states.values()) == {"unknown"}
+    assert set(states(board).values()) == {"unknown"}
     assert board.down_circuits() == frozenset()  # unknown circuits are not routed around
 
 
-def test_a_report_about_another_sites_circuit_changes_nothing() -> None:
+def test_reports_about_other_sites_circuits_are_left_out_and_change_nothing() -> None:
     board, probes = LinkBoard(FABRIC), Probes()
     good = probes.report("tokyo", 0.0, 1.0)
     stray = LinkReport(circuit="sha-sin-hk", endpoint="10.0.0.1:1")  # not a circuit of Tokyo
+    nowhere = LinkReport(circuit="nowhere", endpoint="10.0.0.1:1")
+    refused = board.refusals("tokyo", [*good, stray, nowhere, good[0]])
+    assert len(refused) == 3
+    assert "does not reach it" in refused[0] and "does not have" in refused[1]
+    assert "twice" in refused[2]
     with pytest.raises(ValidationError, match="does not reach it"):
-        board.report("tokyo", "a", [*good, stray], service_address="10.211.0.3", now=1.0)
-    with pytest.raises(ValidationError, match="does not have"):
-        board.check("tokyo", [LinkReport(circuit="nowhere", endpoint="10.0.0.1:1")])
-    with pytest.raises(ValidationError, match="twice"):
-        board.check("tokyo", [good[0], good[0]])
-    assert board.peers("shanghai") == []
-    assert all(e.endpoint is None for link in board.links(1.0) for e in link.ends)
-    assert board.routes().routes[0].dst_address is None
+        board.check("tokyo", [stray])
+    board.report(
+        "tokyo", "a", [*good, stray, good[0]], service_address="10.211.0.3", clock_s=1.0, now=1.0
+    )
+    assert board.peers("shanghai") == []  # nothing of sha-sin-hk was taken from Tokyo
+    assert [p.circuit for p in board.peers("singapore")] == ["sin-tyo"]  # the good report was
+    assert board.routes("shanghai").routes[1].dst_address == "10.211.0.3"
 
 
 # -- through the API ------------------------------------------------------------------------
@@ -165,6 +244,7 @@ def sync_links(
         agent_id=f"agent-{site}",
         links=probes.report(site, start, end),
         service_address=f"10.211.0.{['shanghai', 'singapore', 'tokyo'].index(site) + 1}",
+        probe_clock_s=end,
     )
 
 
@@ -172,7 +252,7 @@ def test_agents_learn_peers_and_routes_and_admins_see_links_and_events(
     server: RunningServer,
 ) -> None:
     probes = Probes()
-    for t in (0.0, 1.0, 2.0):
+    for t in range(7):  # past the 5 s warm-up
         server.clock.set(server.clock.now() + 1.0)
         for site in ("shanghai", "singapore", "tokyo"):
             reply = sync_links(server, probes, site, t, t + 1.0)
@@ -209,9 +289,31 @@ def test_probe_reports_need_the_sites_own_agent_token(server: RunningServer) -> 
         headers={"Authorization": f"Bearer {other}"},
     )
     assert r.status_code == 403
-    with pytest.raises(ValidationError, match="does not reach it"):
-        server.sync("tokyo", links=[LinkReport(circuit="sha-sin-hk", endpoint="1.2.3.4:5")])
-    assert server.admin().sites()[2].status == "unknown"  # the refused sync recorded nothing
+    # A report about a circuit that does not reach the site is left out, and the agent told;
+    # the rest of the sync counts (a bad --link must never cost a site its jobs).
+    reply = server.sync(
+        "tokyo",
+        links=[
+            LinkReport(circuit="sha-sin-hk", endpoint="1.2.3.4:5"),
+            LinkReport(circuit="sin-tyo", endpoint="10.212.3.2:4791"),
+        ],
+    )
+    assert len(reply.refused_links) == 1 and "does not reach it" in reply.refused_links[0]
+    assert server.admin().sites()[2].status == "up"
+    assert [p.circuit for p in server.control.links.peers("singapore")] == ["sin-tyo"]
+    assert server.control.links.peers("shanghai") == []
+    token = server.token(role="agent", site="tokyo")
+    for bad in (
+        {"service_address": "10.0.0.1\nroute add default"},
+        {"links": [{"circuit": "sin-tyo", "endpoint": "10.212.3.2:99999"}]},
+    ):
+        r = httpx.post(
+            f"{server.url}/api/v1/agents/tokyo/sync",
+            json={"agent_id": "x", **bad},
+            headers={"Authorization": f"Bearer {token}"},
+        )
+        assert r.status_code == 400, bad  # nothing that is not an address gets near a kernel
+        assert "service_address" in r.text or "endpoint" in r.text
     with pytest.raises((AuthError, ForbiddenError)):
         server.client("oc_not-a-token").links()
 
@@ -225,12 +327,13 @@ def test_a_circuit_that_is_down_counts_as_full_for_placement(server: RunningServ
                 circuit="sha-tyo",
                 endpoint="1.2.3.4:5",
                 samples=[
-                    ProbeSample(seq=i, age_s=2.0 - i * 0.1, rtt_ms=None if i > 5 else 26.0)
+                    ProbeSample(seq=i, sent_s=i * 0.1, rtt_ms=None if i > 5 else 26.0)
                     for i in range(20)
                 ],
             )
         ],
         service_address=None,
+        clock_s=2.0,
         now=server.clock.now(),
     )
     assert server.control.links.circuit_load() == {"sha-tyo": 1.0}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -11,7 +12,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from onecluster.errors import BackendError, ValidationError
-from onecluster.telemetry import MetricsServer, PeerEndpoint, Prober
+from onecluster.telemetry import MetricsServer, Packet, PeerEndpoint, Prober, decode, encode
 
 
 def wait_until(check: Callable[[], bool], timeout: float = 5.0) -> None:
@@ -29,8 +30,8 @@ def peer(prober: Prober, circuit: str, site: str) -> PeerEndpoint:
 
 @pytest.fixture
 def pair() -> Iterator[tuple[Prober, Prober]]:
-    a = Prober({"c1": "127.0.0.1"}, interval_s=0.02)
-    b = Prober({"c1": "127.0.0.2"}, interval_s=0.02)
+    a = Prober({"c1": "127.0.0.1"}, port=0, interval_s=0.02)
+    b = Prober({"c1": "127.0.0.2"}, port=0, interval_s=0.02)
     a.set_peers({"c1": peer(b, "c1", "b")})
     b.set_peers({"c1": peer(a, "c1", "a")})
     a.start()
@@ -64,8 +65,8 @@ def test_outcomes_wait_for_acknowledgement_in_sequence_order(pair: tuple[Prober,
 
 
 def test_a_peer_that_vanishes_is_lost_probes_and_wants_attention() -> None:
-    a = Prober({"c1": "127.0.0.1"}, interval_s=0.02)
-    b = Prober({"c1": "127.0.0.2"}, interval_s=0.02)
+    a = Prober({"c1": "127.0.0.1"}, port=0, interval_s=0.02)
+    b = Prober({"c1": "127.0.0.2"}, port=0, interval_s=0.02)
     try:
         a.set_peers({"c1": peer(b, "c1", "b")})
         a.start()
@@ -93,7 +94,7 @@ def test_packets_that_are_not_probes_are_counted_and_ignored(pair: tuple[Prober,
 
 
 def test_a_circuit_without_a_known_peer_is_not_probed() -> None:
-    a = Prober({"c1": "127.0.0.1"}, interval_s=0.01)
+    a = Prober({"c1": "127.0.0.1"}, port=0, interval_s=0.01)
     try:
         a.start()
         time.sleep(0.1)
@@ -107,7 +108,7 @@ def test_a_bad_address_or_interval_is_refused_at_once() -> None:
     with pytest.raises(BackendError, match=r"192\.0\.2\.55"):
         Prober({"c1": "192.0.2.55"})  # TEST-NET: not on this host
     with pytest.raises(ValidationError, match="interval"):
-        Prober({"c1": "127.0.0.1"}, interval_s=0)
+        Prober({"c1": "127.0.0.1"}, port=0, interval_s=0)
 
 
 def test_metrics_are_served_in_the_prometheus_format(pair: tuple[Prober, Prober]) -> None:
@@ -141,3 +142,57 @@ def test_the_metrics_port_must_be_free(pair: tuple[Prober, Prober]) -> None:
         port = taken.getsockname()[1]
         with pytest.raises(BackendError, match="metrics"):
             MetricsServer(a, "127.0.0.1", port)
+
+
+class SlowReflector:
+    """A reflector whose replies can be held back, as on a path that suddenly got longer."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind(("127.0.0.3", 0))
+        self.sock.settimeout(0.05)
+        self.delay = 0.0
+        self.running = True
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        held: list[tuple[float, bytes, tuple[str, int]]] = []
+        while self.running:
+            try:
+                data, peer = self.sock.recvfrom(2048)
+                packet = decode(data)
+                if packet is not None and packet.kind == "probe":
+                    reply = encode(Packet("reply", packet.seq, packet.sent_ns, time.time_ns()))
+                    held.append((time.monotonic() + self.delay, reply, peer))
+            except TimeoutError:
+                pass
+            now = time.monotonic()
+            for item in [h for h in held if h[0] <= now]:
+                self.sock.sendto(item[1], item[2])
+                held.remove(item)
+
+    def close(self) -> None:
+        self.running = False
+        self.thread.join()
+        self.sock.close()
+
+
+def test_a_path_that_gets_longer_costs_a_probe_not_an_outage() -> None:
+    far = SlowReflector()
+    a = Prober({"c1": "127.0.0.1"}, port=0, interval_s=0.02)
+    try:
+        a.set_peers({"c1": PeerEndpoint("b", "127.0.0.3", far.sock.getsockname()[1])})
+        a.start()
+        wait_until(lambda: a.snapshot()[0].received >= 20)
+        far.delay = 0.3  # far above 3 × the loopback RTT: every reply now comes "late" at first
+        wait_until(lambda: a.snapshot()[0].late >= 1, timeout=5)
+        lost_then = a.snapshot()[0].lost
+        time.sleep(1.5)
+        snap = a.snapshot()[0]
+        assert snap.lost - lost_then <= 20  # the timeout stretched: replies count again
+        assert snap.received >= 40
+        assert max(o.rtt_s or 0 for o in a.pending()["c1"][-10:]) >= 0.29
+    finally:
+        a.close()
+        far.close()

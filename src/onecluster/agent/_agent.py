@@ -140,6 +140,7 @@ class Agent:
             logs=list(batch.chunks),
             service_address=self._links.service_address if self._links else None,
             links=self._links.reports() if self._links else [],
+            probe_clock_s=self._links.clock() if self._links else None,
         )
         reply = self._link.agent_sync(self._site, body)
         self._logs.commit(batch)

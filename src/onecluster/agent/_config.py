@@ -9,6 +9,7 @@ from pathlib import Path
 
 from onecluster.errors import NotFoundError, ValidationError
 from onecluster.fabric import load_fabric
+from onecluster.telemetry import DEFAULT_PROBE_PORT
 
 __all__ = ["AgentConfig"]
 
@@ -27,6 +28,7 @@ class AgentConfig:
 
     Links: ``links`` maps each circuit the agent probes to the site's own address on it (none:
     no probes); ``service_address`` is the address other sites reach this one at;
+    ``probe_port`` is the UDP port of its probe sockets (0: any free one);
     ``apply_routes`` programs the kernel's routes to the other sites from the server's route
     table; ``metrics_address`` (``host:port``) serves the probes' Prometheus ``/metrics``.
     Construction raises :class:`ValidationError` for values that cannot work.
@@ -47,6 +49,7 @@ class AgentConfig:
     links: Mapping[str, str] = field(default_factory=dict)
     service_address: str | None = None
     probe_interval_s: float = 0.1
+    probe_port: int = DEFAULT_PROBE_PORT
     apply_routes: bool = False
     metrics_address: str | None = None
 
@@ -89,6 +92,9 @@ class AgentConfig:
             _check_ip(self.service_address, "the service address")
         if not 0.001 <= self.probe_interval_s <= 10:
             msg = f"the probe interval must be between 0.001 and 10 s (got {self.probe_interval_s})"
+            raise ValidationError(msg)
+        if not 0 <= self.probe_port <= 65535:
+            msg = f"the probe port {self.probe_port} is not between 0 and 65535"
             raise ValidationError(msg)
         if self.apply_routes and self.service_address is None:
             msg = "routes can be applied only with a service address for them to lead to"

@@ -54,10 +54,14 @@ class SiteLinks:
         self._applied_at = float("-inf")
         self._route_version: int | None = None
         self._in_flight: dict[str, int] = {}
+        self._refusals: set[str] = set()
+
+    def clock(self) -> float:
+        """The prober's clock now (the sync's ``probe_clock_s``)."""
+        return self.prober.clock()
 
     def reports(self) -> list[LinkReport]:
         """One report per circuit: window figures and every outcome not yet acknowledged."""
-        now = self._clock()
         pending = self.prober.pending()
         reports = []
         self._in_flight = {}
@@ -80,11 +84,7 @@ class SiteLinks:
                     pdv_p99_ms=_ms(f.pdv_p99_s),
                     jitter_ms=_ms(f.jitter_s),
                     samples=[
-                        ProbeSample(
-                            seq=o.seq,
-                            age_s=max(now - o.sent_at, 0.0),
-                            rtt_ms=_ms(o.rtt_s),
-                        )
+                        ProbeSample(seq=o.seq, sent_s=o.sent_at, rtt_ms=_ms(o.rtt_s))
                         for o in outcomes
                     ],
                 )
@@ -95,14 +95,18 @@ class SiteLinks:
         """The server took the last :meth:`reports`: acknowledge them and follow ``reply``."""
         self.prober.acknowledge(self._in_flight)
         self._in_flight = {}
+        for refusal in reply.refused_links:
+            if refusal not in self._refusals:
+                self._refusals.add(refusal)
+                _log.error("the server ignores some probe reports: %s", refusal)
         peers = {}
-        for p in reply.peers:
+        for p in reply.peers:  # the schema checked them: IPv4:port, port 1-65535
             host, _, port = p.endpoint.rpartition(":")
-            if host and port.isdigit():
-                peers[p.circuit] = PeerEndpoint(site=p.site, host=host, port=int(port))
+            peers[p.circuit] = PeerEndpoint(site=p.site, host=host, port=int(port))
         self.prober.set_peers(peers)
         if reply.routes is None or self._routes is None:
             return
+        before = {k.dst: k for k in self._applied or []}
         wanted = []
         for r in reply.routes.routes:
             if r.dst_address is None:
@@ -112,7 +116,11 @@ class SiteLinks:
                 continue
             peer = peers.get(r.next_circuit)
             if peer is None:
-                continue  # the next hop's address is not known yet
+                # the next hop's address is not known (yet, or its agent is restarting):
+                # keep the route there was, if any, rather than none
+                if r.dst_address in before:
+                    wanted.append(before[r.dst_address])
+                continue
             wanted.append(KernelRoute(dst=r.dst_address, via=peer.host, src=self.service_address))
         now = self._clock()
         if wanted == self._applied and now - self._applied_at < self._reapply_s:

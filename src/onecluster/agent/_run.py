@@ -70,7 +70,7 @@ def _site_links(config: AgentConfig) -> SiteLinks | None:
     """The probes, metrics and routes the config asks for (``None``: no circuits to probe)."""
     if not config.links:
         return None
-    prober = Prober(config.links, interval_s=config.probe_interval_s)
+    prober = Prober(config.links, port=config.probe_port, interval_s=config.probe_interval_s)
     metrics = None
     try:
         if config.metrics_address is not None:

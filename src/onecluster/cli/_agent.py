@@ -49,6 +49,9 @@ def agent(
     probe_interval: float = typer.Option(
         0.1, "--probe-interval", help="Seconds between probes of each circuit."
     ),
+    probe_port: int = typer.Option(
+        4791, "--probe-port", min=0, max=65535, help="UDP port of the probe sockets (0: any)."
+    ),
     apply_routes: bool = typer.Option(
         False,
         "--apply-routes",
@@ -83,6 +86,7 @@ def agent(
             links=_links(link),
             service_address=service_address,
             probe_interval_s=probe_interval,
+            probe_port=probe_port,
             apply_routes=apply_routes,
             metrics_address=metrics,
         )

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import typer
 from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
 
 from onecluster.cli._config import open_client
@@ -209,7 +210,7 @@ def events(
                 )
                 padded = f"{e.kind:<16}"
                 kind_text = f"[{colour}]{padded}[/]" if colour else padded
-                console.print(f"{format_time(e.time)}  {kind_text} {e.message}")
+                console.print(f"{format_time(e.time)}  {kind_text} {escape(e.message)}")
                 last = e.id
             if not follow:
                 return

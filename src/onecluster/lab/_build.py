@@ -43,6 +43,10 @@ SITE_SYSCTLS = {
 }
 
 
+#: What a lab writes into its directory (besides ``logs/``), and all that teardown removes.
+_LAB_ENTRIES = ("state.json", "state.json.tmp", "fabric.yaml", "server", "emulators", "sites")
+
+
 def check_host() -> None:
     """:class:`ForbiddenError` unless root; :class:`BackendError` if a tool is missing."""
     if os.geteuid() != 0:
@@ -138,11 +142,15 @@ def tear_down(
     survivors = [pid for pid in _pids_naming(marker) if alive(pid)]
     if survivors:
         failures.append(f"processes {survivors} did not stop")
-    elif directory.exists():
-        # Everything goes but the logs, which say what happened (``lab up`` clears them).
-        for entry in directory.iterdir():
-            if entry.name != "logs":
-                shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+    else:
+        # Only what the lab writes goes; the logs stay, to say what happened (`lab up`
+        # clears them).  Nothing else in the directory is touched.
+        for written in _LAB_ENTRIES:
+            entry = directory / written
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            elif entry.exists() or entry.is_symlink():
+                entry.unlink()
     if failures:
         msg = "the lab was not removed completely: " + "; ".join(failures)
         raise BackendError(msg, hint="run `onecluster lab down-all` again")

@@ -77,7 +77,7 @@ class TunEmulator:
     def request(self, body: dict[str, Any]) -> dict[str, Any]:
         """One control request; :class:`UnavailableError` if the emulator does not answer,
         :class:`ValidationError` if it refused the request."""
-        if not alive(self.pid):
+        if not alive(self.pid):  # (a reused PID would not answer on this socket)
             msg = f"the link emulator of circuit {self.circuit} (pid {self.pid}) is not running"
             raise UnavailableError(msg, hint="`onecluster lab heal` starts it again")
         try:

@@ -50,6 +50,8 @@ _CLONE_NEWNET = 0x40000000
 _MAX_QUEUE = 200_000
 _READ_BATCH = 256
 _SPIN_S = 0.001
+_MAX_IN = 65536
+_MAX_OUT = 1 << 20
 
 
 def open_tun(netns: str, name: str) -> int:
@@ -117,6 +119,34 @@ class Direction:
         }
 
 
+@dataclass(slots=True)
+class _Client:
+    """A control connection and what it has sent and is owed."""
+
+    conn: socket.socket
+    inbox: bytearray = field(default_factory=bytearray)
+    outbox: bytearray = field(default_factory=bytearray)
+
+
+def _number(value: object, name: str, low: float, high: float) -> float:
+    """``value`` as a finite number in [low, high]; ``ValueError`` otherwise (strings too)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{name} must be a number")
+    number = float(value)
+    if not low <= number <= high:  # also false for NaN
+        raise ValueError(f"{name} must be between {low:g} and {high:g} (got {value})")
+    return number
+
+
+def _pair(value: object, name: str, low: float, high: float) -> tuple[float, float] | None:
+    """Two numbers (one per direction) or ``None`` when absent."""
+    if value is None:
+        return None
+    if not isinstance(value, list) or len(value) != 2:
+        raise ValueError(f"{name} must be a list of two numbers, one per direction")
+    return (_number(value[0], name, low, high), _number(value[1], name, low, high))
+
+
 class Emulator:
     """The loop of one circuit: two directions, a control socket, an outage schedule."""
 
@@ -128,7 +158,7 @@ class Emulator:
         self._random = random.Random(seed)
         self._epoll = select.epoll()
         self._by_fd = {d.src: d for d in directions}
-        self._clients: dict[int, tuple[socket.socket, bytearray]] = {}
+        self._clients: dict[int, _Client] = {}
         self._cut = False
         self._flap: tuple[float, float, float] | None = None  # (start, period, down)
         self._running = True
@@ -156,14 +186,14 @@ class Emulator:
         while self._running:
             events = self._epoll.poll(self._timeout(), 64)
             now = time.monotonic()
-            for fd, _mask in events:
+            for fd, mask in events:
                 direction = self._by_fd.get(fd)
                 if direction is not None:
                     self._read(direction, now)
                 elif fd == self._control.fileno():
                     self._accept()
-                else:
-                    self._serve(fd)
+                elif fd in self._clients:
+                    self._serve(fd, mask)
             now = time.monotonic()
             for d in self.directions:
                 self._flush(d, now)
@@ -220,40 +250,51 @@ class Emulator:
         except BlockingIOError:
             return
         conn.setblocking(False)
-        self._clients[conn.fileno()] = (conn, bytearray())
+        self._clients[conn.fileno()] = _Client(conn)
         self._epoll.register(conn.fileno(), select.EPOLLIN)
 
-    def _serve(self, fd: int) -> None:
-        conn, buffer = self._clients[fd]
-        try:
-            data = conn.recv(65536)
-        except BlockingIOError:
-            return
-        except OSError:
-            data = b""
-        if not data:
-            self._epoll.unregister(fd)
-            del self._clients[fd]
-            conn.close()
-            return
-        buffer += data
-        while b"\n" in buffer:
-            line, _, rest = bytes(buffer).partition(b"\n")
-            buffer[:] = rest
-            answer = self.handle(line)
+    def _drop(self, fd: int) -> None:
+        client = self._clients.pop(fd)
+        self._epoll.unregister(fd)
+        client.conn.close()
+
+    def _serve(self, fd: int, mask: int) -> None:
+        """Read requests, answer them; never block (a client that does not read its answers
+        is dropped once they pile up past ``_MAX_OUT``)."""
+        client = self._clients[fd]
+        if mask & select.EPOLLIN:
             try:
-                # a client that does not read must not stall the packets: give up after 1 s
-                conn.settimeout(1.0)
-                conn.sendall(json.dumps(answer).encode() + b"\n")
-                conn.setblocking(False)
+                data = client.conn.recv(65536)
+            except BlockingIOError:
+                data = None
             except OSError:
-                self._epoll.unregister(fd)
-                del self._clients[fd]
-                conn.close()
+                data = b""
+            if data == b"" or len(client.inbox) > _MAX_IN:
+                self._drop(fd)
                 return
+            client.inbox += data or b""
+            while b"\n" in client.inbox:
+                line, _, rest = bytes(client.inbox).partition(b"\n")
+                client.inbox[:] = rest
+                client.outbox += json.dumps(self.handle(line)).encode() + b"\n"
+        if client.outbox:
+            try:
+                sent = client.conn.send(client.outbox)
+            except BlockingIOError:
+                sent = 0
+            except OSError:
+                self._drop(fd)
+                return
+            del client.outbox[:sent]
+        if len(client.outbox) > _MAX_OUT:
+            self._drop(fd)
+            return
+        wanted = select.EPOLLIN | (select.EPOLLOUT if client.outbox else 0)
+        self._epoll.modify(fd, wanted)
 
     def handle(self, line: bytes) -> dict[str, Any]:
-        """Carry out one control request; a bad one gets ``{"ok": false, "error": …}``."""
+        """Carry out one control request; a bad one gets ``{"ok": false, "error": …}`` and
+        changes nothing."""
         try:
             request = json.loads(line)
             if not isinstance(request, dict):
@@ -265,8 +306,9 @@ class Emulator:
                 self._cut = False
                 self._flap = None
             elif op == "flap":
-                period, down = float(request["period_s"]), float(request["down_s"])
-                if not 0 < down < period:
+                period = _number(request.get("period_s"), "period_s", 0.01, 3600.0)
+                down = _number(request.get("down_s"), "down_s", 0.001, 3600.0)
+                if not down < period:
                     raise ValueError("flap needs 0 < down_s < period_s")
                 self._cut = False
                 self._flap = (time.monotonic(), period, down)
@@ -274,25 +316,19 @@ class Emulator:
                 self._set(request)
             elif op != "status":
                 raise ValueError(f"unknown op {op!r}")
-        except (ValueError, TypeError, KeyError) as exc:
+        except (ValueError, TypeError) as exc:
             return {"ok": False, "error": str(exc)}
         return {"ok": True, **self.status()}
 
     def _set(self, request: dict[str, Any]) -> None:
-        delays = request.get("delay_ms")
-        losses = request.get("loss")
-        if delays is not None:
-            values = [float(v) for v in delays]
-            if len(values) != 2 or min(values) < 0:
-                raise ValueError("delay_ms is two non-negative one-way delays")
-            for d, v in zip(self.directions, values, strict=True):
-                d.delay_s = v / 1000
-        if losses is not None:
-            values = [float(v) for v in losses]
-            if len(values) != 2 or not all(0 <= v < 1 for v in values):
-                raise ValueError("loss is two fractions in [0, 1)")
-            for d, v in zip(self.directions, values, strict=True):
-                d.loss = v
+        """New delays and/or losses, all checked before any is applied."""
+        delays = _pair(request.get("delay_ms"), "delay_ms", 0.0, 10_000.0)
+        losses = _pair(request.get("loss"), "loss", 0.0, 0.999999)
+        for i, d in enumerate(self.directions):
+            if delays is not None:
+                d.delay_s = delays[i] / 1000
+            if losses is not None:
+                d.loss = losses[i]
 
     def status(self) -> dict[str, Any]:
         """State and counters of both directions."""

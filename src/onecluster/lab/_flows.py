@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import select
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ from onecluster.network import in_netns
 __all__ = ["FlowSample", "run_flow"]
 
 _MODULE = "onecluster.lab._traffic"
+_START_TIMEOUT_S = 15.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -60,7 +62,8 @@ def run_flow(
     source: subprocess.Popen[bytes] | None = None
     try:
         assert sink.stdout is not None
-        first = sink.stdout.readline()
+        ready, _, _ = select.select([sink.stdout], [], [], _START_TIMEOUT_S)
+        first = sink.stdout.readline() if ready else ""
         if '"listening"' not in first:
             msg = f"the test flow's sink in {dst.site} did not start (it printed {first!r})"
             raise BackendError(msg)

@@ -35,7 +35,7 @@ from onecluster.lab._build import build_bridge, build_site, check_host, new_site
 from onecluster.lab._circuits import EmulatorStatus, TunEmulator, start_tun_emulator
 from onecluster.lab._flows import FlowSample, run_flow
 from onecluster.lab._pids import alive, ours, spawn, stop_pids, tail
-from onecluster.lab._plan import BRIDGE_IP, CircuitPlan, LabPlan, plan_lab
+from onecluster.lab._plan import BRIDGE_IP, CircuitPlan, LabPlan, check_lab_name, plan_lab
 from onecluster.lab._state import LabState, ProcessRecord
 from onecluster.network import (
     device_with_address,
@@ -113,6 +113,7 @@ class Lab:
         environ: Mapping[str, str] | None = None,
         progress: Callable[[str], None] | None = None,
     ) -> None:
+        check_lab_name(name)
         self.name = name
         self.dir = root / name
         self._environ = dict(environ or {})
@@ -374,7 +375,7 @@ class Lab:
 
     def _heal_one(self, plan: LabPlan, state: LabState, c: CircuitPlan) -> None:
         emulator = self._emulator(state, c.circuit)
-        if alive(emulator.pid):
+        if ours(emulator.pid, f"{self.dir}/"):
             emulator.heal()
             return
         self._progress(f"the emulator of {c.circuit} had died; starting it again")
@@ -395,9 +396,9 @@ class Lab:
         cut = []
         for c in plan.of_site(site):
             emulator = self._emulator(state, c.circuit)
-            if alive(emulator.pid):
+            if ours(emulator.pid, f"{self.dir}/"):
                 emulator.cut()
-                cut.append(c.circuit)
+            cut.append(c.circuit)  # healed (or started again, if it had died) by `lab up SITE`
         stop_pids(netns_pids(s.netns), grace_s=0.0, sig=signal.SIGKILL)
         self._reap()
         state.agents.pop(site, None)

@@ -27,12 +27,17 @@ def alive(pid: int) -> bool:
 
 
 def ours(pid: int, marker: str) -> bool:
-    """Whether live ``pid`` has ``marker`` (the lab's directory) in its command line."""
+    """Whether live ``pid`` is one of the lab's own processes: ``python -m onecluster…`` with
+    ``marker`` (the lab's directory) in its command line — so an operator's ``tail -f`` of a
+    lab log, say, is never taken for one."""
     try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return False
-    return alive(pid) and marker.encode() in cmdline
+    module = next((argv[i + 1] for i, a in enumerate(argv[:-1]) if a == b"-m"), b"")
+    return (
+        alive(pid) and module.startswith(b"onecluster.") and any(marker.encode() in a for a in argv)
+    )
 
 
 def spawn(

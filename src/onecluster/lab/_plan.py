@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from onecluster.errors import ValidationError
 from onecluster.model import Fabric
 
-__all__ = ["BRIDGE_IP", "CircuitPlan", "LabPlan", "SitePlan", "plan_lab"]
+__all__ = ["BRIDGE_IP", "CircuitPlan", "LabPlan", "SitePlan", "check_lab_name", "plan_lab"]
 
 #: The host's address on the management bridge (the lab's server listens there).
 BRIDGE_IP = "10.210.0.1"
@@ -118,14 +118,20 @@ class LabPlan:
         return [c for c in self.circuits if site in (c.a, c.b)]
 
 
+def check_lab_name(name: str) -> None:
+    """:class:`ValidationError` unless ``name`` is a lab name (it becomes a directory name,
+    a namespace prefix and part of device names, so nothing but ``[a-z][a-z0-9]{0,7}``)."""
+    if not _NAME.match(name):
+        msg = f"lab name {name!r} must be 1-8 lower-case letters and digits, starting with a letter"
+        raise ValidationError(msg, hint="device names are at most 15 characters")
+
+
 def plan_lab(
     fabric: Fabric, *, name: str = "oclab", scale: float = 0.05, mtu: int = 1500
 ) -> LabPlan:
     """The layout of ``fabric`` as lab ``name``; :class:`ValidationError` for a lab this host
     cannot build (bad name, too many sites or circuits, a scaled rate below 1 Mbit/s)."""
-    if not _NAME.match(name):
-        msg = f"lab name {name!r} must be 1-8 lower-case letters and digits, starting with a letter"
-        raise ValidationError(msg, hint="device names are at most 15 characters")
+    check_lab_name(name)
     if not 0 < scale <= 1:
         msg = f"scale {scale} must be in (0, 1]: the fraction of each circuit's capacity to emulate"
         raise ValidationError(msg)

@@ -9,10 +9,12 @@ circuit.  All routes of one table go to the kernel in one ``ip -batch`` call.
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from onecluster.errors import ValidationError
 from onecluster.network._ip import run
 
 __all__ = ["KernelRoute", "KernelRoutes", "RouteSink"]
@@ -40,12 +42,18 @@ class KernelRoutes:
 
     def __init__(self, netns: str | None = None) -> None:
         self._netns = netns
+        self._owned: set[str] = set()
 
     def apply(self, routes: Sequence[KernelRoute]) -> None:
-        """``ip route replace`` every route in one batch (idempotent)."""
-        if not routes:
-            return
-        lines = []
+        """``ip route replace`` every route in one batch (idempotent); routes this sink set
+        before to destinations no longer listed are deleted.  :class:`ValidationError` for
+        anything that is not an IPv4 address (nothing reaches the kernel then)."""
+        for r in routes:
+            for value in (r.dst, r.via, r.src):
+                if value is not None:
+                    _check_ipv4(value)
+        wanted = {r.dst for r in routes}
+        lines = [f"route del {dst}/32" for dst in sorted(self._owned - wanted)]
         for r in routes:
             if r.via is None:
                 lines.append(f"route replace unreachable {r.dst}/32")
@@ -54,5 +62,18 @@ class KernelRoutes:
                 lines.append(f"route replace {r.dst}/32 via {r.via}{src}")
         # -force: one route that cannot be set (its next hop's device is gone) must not keep
         # the others from being set; the failure is still reported.
+        if not lines:
+            return
         argv = ["ip", *(["-n", self._netns] if self._netns else []), "-force", "-batch", "-"]
-        run(argv, what="program the routes to the other sites", stdin="\n".join(lines) + "\n")
+        try:
+            run(argv, what="program the routes to the other sites", stdin="\n".join(lines) + "\n")
+        finally:
+            self._owned = wanted  # a route that failed is set again by the next apply
+
+
+def _check_ipv4(value: str) -> None:
+    try:
+        ipaddress.IPv4Address(value)
+    except ValueError as exc:
+        msg = f"route address {value!r} is not an IPv4 address"
+        raise ValidationError(msg) from exc

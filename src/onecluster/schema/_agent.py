@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from onecluster.schema._links import LinkReport, PeerOut, RouteTableOut
+from onecluster.schema._links import IPv4, LinkReport, PeerOut, RouteTableOut
 
 __all__ = ["AgentSync", "AgentSyncReply", "AttemptReport", "DesiredAttempt", "LogChunkIn"]
 
@@ -45,9 +45,12 @@ class AgentSync(BaseModel):
     attempts: list[AttemptReport] = Field(default_factory=list)
     logs: list[LogChunkIn] = Field(default_factory=list)
     #: The site's own address for traffic from other sites (routes point at it), if any.
-    service_address: str | None = Field(default=None, min_length=1)
+    service_address: IPv4 | None = None
     #: Probe results per circuit of the site (empty: this agent does not probe).
     links: list[LinkReport] = Field(default_factory=list)
+    #: The agent's monotonic clock when it built this body: the server maps the probes'
+    #: send times through the smallest (server time − this) it has seen from the agent.
+    probe_clock_s: float | None = Field(default=None, allow_inf_nan=False)
 
 
 class DesiredAttempt(BaseModel):
@@ -76,3 +79,6 @@ class AgentSyncReply(BaseModel):
     peers: list[PeerOut] = Field(default_factory=list)
     #: The site's routes to every other site, to follow.
     routes: RouteTableOut | None = None
+    #: Why link reports of this sync were ignored (a circuit that does not reach the site …);
+    #: the rest of the sync was taken.
+    refused_links: list[str] = Field(default_factory=list)

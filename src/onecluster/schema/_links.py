@@ -3,14 +3,17 @@ events."""
 
 from __future__ import annotations
 
-from typing import Literal
+import ipaddress
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from onecluster.topology import PairCheck
 
 __all__ = [
+    "Endpoint",
     "EventOut",
+    "IPv4",
     "LinkEndOut",
     "LinkOut",
     "LinkReport",
@@ -23,17 +26,40 @@ __all__ = [
 
 _Ms = Field(default=None, ge=0, allow_inf_nan=False)
 
+
+def _ipv4(value: str) -> str:
+    ipaddress.IPv4Address(value)  # ValueError: pydantic reports it as the field's error
+    return value
+
+
+def _endpoint(value: str) -> str:
+    host, _, port = value.rpartition(":")
+    _ipv4(host)
+    if not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
+        msg = f"{value!r} is not ADDRESS:PORT with a port from 1 to 65535"
+        raise ValueError(msg)
+    return value
+
+
+#: A dotted-quad IPv4 address (routes and probes carry nothing else to the kernel).
+IPv4 = Annotated[str, AfterValidator(_ipv4)]
+#: ``ADDRESS:PORT`` of a probe socket.
+Endpoint = Annotated[str, AfterValidator(_endpoint)]
+
 LinkStateName = Literal["up", "degraded", "down", "unknown"]
+#: An end's view: ``warming`` during its first seconds of probes.
+EndStateName = Literal["up", "degraded", "down", "warming", "unknown"]
 
 
 class ProbeSample(BaseModel):
-    """One finished probe: its sequence number, how long ago it was sent (seconds, on the
-    agent's clock, so no clock sync is needed) and its RTT (``None``: lost)."""
+    """One finished probe: its sequence number, when it was sent on the agent's monotonic
+    clock (the sync's ``probe_clock_s`` relates it to the server's time) and its RTT
+    (``None``: lost)."""
 
     model_config = ConfigDict(frozen=True)
 
     seq: int = Field(ge=0)
-    age_s: float = Field(ge=0, allow_inf_nan=False)
+    sent_s: float = Field(allow_inf_nan=False)
     rtt_ms: float | None = Field(default=None, ge=0, allow_inf_nan=False)
 
 
@@ -44,7 +70,7 @@ class LinkReport(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     circuit: str = Field(min_length=1)
-    endpoint: str = Field(min_length=3, description="host:port of this site's probe socket")
+    endpoint: Endpoint = Field(description="ADDRESS:PORT of this site's probe socket")
     sent: int = Field(default=0, ge=0)
     lost: int = Field(default=0, ge=0)
     loss: float = Field(default=0.0, ge=0, le=1, allow_inf_nan=False)
@@ -62,7 +88,7 @@ class PeerOut(BaseModel):
 
     circuit: str
     site: str
-    endpoint: str
+    endpoint: Endpoint
 
 
 class RouteOut(BaseModel):
@@ -82,7 +108,7 @@ class RouteOut(BaseModel):
     backup_sites: list[str]
     backup_circuits: list[str]
     backup_rtt_ms: float | None
-    dst_address: str | None = None
+    dst_address: IPv4 | None = None
 
 
 class RouteTableOut(BaseModel):
@@ -102,7 +128,7 @@ class LinkEndOut(BaseModel):
     """One end's view of a circuit: what its agent's probes measured (milliseconds)."""
 
     site: str
-    state: LinkStateName
+    state: EndStateName
     endpoint: str | None
     reported_at: float | None
     sent: int

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Sequence
 
 from onecluster.clock import Clock
@@ -10,10 +11,18 @@ from onecluster.errors import NotFoundError
 from onecluster.model import JobSpec
 from onecluster.reports import Month, UsageRecord, gpu_report
 from onecluster.scheduler import PendingJob, Scheduler
-from onecluster.schema import JobSubmit, SiteOut, StatsOut, TeamOut, TokenCreate, TokenOut
+from onecluster.schema import (
+    AgentSync,
+    JobSubmit,
+    SiteOut,
+    StatsOut,
+    TeamOut,
+    TokenCreate,
+    TokenOut,
+)
 from onecluster.server._auth import Authenticator, bootstrap_admin_token, hash_token, new_secret
 from onecluster.server._config import ServerConfig
-from onecluster.server._links import LinkAlert, LinkBoard
+from onecluster.server._links import LinkBoard
 from onecluster.server._pending import PendingMirror
 from onecluster.server._views import sites_out, stats_out, teams_out
 from onecluster.store import JobRecord, Store
@@ -38,7 +47,13 @@ class ControlPlane:
         self.clock = clock
         self.scheduler = Scheduler(config.fabric, config.policy)
         self.auth = Authenticator(store)
-        self.links = LinkBoard(config.fabric)
+        self.links = LinkBoard(
+            config.fabric,
+            stale_s=max(5.0, 3 * config.heartbeat_interval_s),
+            lag_s=max(3.0, 3 * config.heartbeat_interval_s),
+        )
+        self._alerts_lock = threading.Lock()
+        self._refusals_logged: set[tuple[str, str]] = set()
         self.pending = PendingMirror(
             lambda: (
                 PendingJob(job_id=j.id, spec=j.spec(), submitted_at=j.submitted_at)
@@ -107,11 +122,39 @@ class ControlPlane:
 
     # -- links ----------------------------------------------------------------------------
 
-    def record_alerts(self, alerts: Sequence[LinkAlert]) -> None:
-        """Log link alerts and keep them as events (``GET /events``)."""
+    def take_link_reports(self, site: str, body: AgentSync, *, received: float) -> list[str]:
+        """Feed the link board with a sync's probe reports and store the alerts; the reasons
+        any report was refused (logged once per site and reason)."""
+        refused = self.links.refusals(site, body.links)
+        for reason in refused:
+            if (site, reason) not in self._refusals_logged:
+                self._refusals_logged.add((site, reason))
+                _links_log.warning("ignoring probe reports: %s", reason)
+        self.links.report(
+            site,
+            body.agent_id,
+            body.links,
+            service_address=body.service_address,
+            clock_s=body.probe_clock_s,
+            now=received,
+        )
+        self.publish_alerts()
+        return refused
+
+    def publish_alerts(self) -> None:
+        """Store the link board's pending alerts as events (``GET /events``) and log them,
+        in the order they happened; if the store fails they stay pending for the next try."""
+        with self._alerts_lock:
+            alerts = self.links.take_alerts()
+            if not alerts:
+                return
+            try:
+                self.store.add_events([(a.kind, a.message) for a in alerts], now=self.clock.now())
+            except BaseException:
+                self.links.put_back(alerts)
+                raise
         for alert in alerts:
             _links_log.log(logging.WARNING if alert.warning else logging.INFO, "%s", alert.message)
-        self.store.add_events([(a.kind, a.message) for a in alerts], now=self.clock.now())
 
     # -- cluster --------------------------------------------------------------------------
 

@@ -2,25 +2,39 @@
 route table every site follows, and alerts.
 
 Each end of a circuit has its own :class:`~onecluster.topology.LinkTracker`, fed in sequence
-order with the probes that end's agent reports.  A sample's time is the server's receipt time
-minus the sample's age on the agent's clock, so agent and server clocks need not agree.
-Resent samples (a sync whose reply was lost) are recognised by sequence number and ignored;
-a new agent (another ``agent_id``) starts its end afresh.
+order with the probes that end's agent reports.  A probe's time is its send time on the
+agent's monotonic clock plus that agent's *offset*: the smallest (server time − agent clock)
+seen over its syncs, i.e. the one least delayed in transit — so neither the clocks nor the
+sync's latency need agree from one request to the next.  Resent samples (a sync whose reply
+was lost) are recognised by sequence number and ignored; a new agent (another ``agent_id``)
+starts its end afresh.
 
-A circuit's state is the worst of its *fresh* ends (newest sample at most ``stale_s`` old):
-down if either end sees it down, since one-way failure breaks a circuit too; ``unknown`` when
-neither end has fresh results — an agent whose probes stopped is never read as a healthy
-circuit.  Circuits that are down are routed around; ``unknown`` ones are assumed up (no
-evidence against them, and a control plane that lost its agents must not blackhole the data
-plane).  Routing uses the fabric's RTTs, not measured ones, so measurement noise between two
-near-equal paths cannot make routes flap; measured minimum RTTs feed ``links check`` and
-the ``rtt_shift`` alert instead.
+An end's *view* is ``unknown`` while it is stale (its newest probe older than ``stale_s``, or
+lagging more than ``lag_s`` behind the other end's, whose agent still reports), ``warming``
+during its first ``up_after_s`` of probes, else its tracker's state.  A circuit is:
+
+- **down** when a fresh end sees it down and no fresh end sees it working.  A failure in
+  either direction silences the round-trip probes of *both* ends, so a real cut is always
+  seen from both (the second within a sync or two).  One end seeing silence while the
+  other's probes flow is its peer's agent restarting, not a cut: the circuit keeps its state
+  for ``up_after_s + 2 × lag_s`` and turns **degraded** ("seen down from X only") only if
+  the split outlasts that;
+- **degraded** when an end sees it degraded; **up** when a warm end sees it up;
+- **unknown** otherwise — an agent whose probes stopped is never read as a healthy circuit.
+
+Circuits that are down are routed around; ``unknown`` ones are assumed up (no evidence
+against them, and a control plane that lost its agents must not blackhole the data plane).
+Routing uses the fabric's RTTs, not measured ones, so measurement noise between two
+near-equal paths cannot make routes flap; measured minimum RTTs feed ``links check`` and the
+``rtt_shift`` alert instead.  Alerts wait in an outbox until the control plane stores them
+(:meth:`LinkBoard.take_alerts`), in the order they happened.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -39,8 +53,7 @@ from onecluster.topology import Hysteresis, LinkTracker, Path, RouteTable, route
 __all__ = ["LinkAlert", "LinkBoard", "LinkBoardStats"]
 
 State = Literal["up", "degraded", "down", "unknown"]
-
-_SEVERITY: dict[State, int] = {"down": 3, "degraded": 2, "up": 1, "unknown": 0}
+View = Literal["up", "degraded", "down", "warming", "unknown"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +81,7 @@ class _End:
         self.agent_id: str | None = None
         self.tracker: LinkTracker | None = None
         self.last_seq = -1
+        self.first_at: float | None = None
         self.newest_at: float | None = None
         self.reported_at: float | None = None
         self.report: LinkReport | None = None
@@ -77,7 +91,7 @@ class _End:
         self.agent_id = agent_id
         self.tracker = None
         self.last_seq = -1
-        self.newest_at = None
+        self.first_at = self.newest_at = None
 
 
 class _Circuit:
@@ -86,48 +100,64 @@ class _Circuit:
         self.ends = {circuit.a: _End(circuit.a), circuit.b: _End(circuit.b)}
         self.state: State = "unknown"
         self.since: float | None = None
+        self.split_since: float | None = None  # when its ends began to disagree (down vs up)
 
 
 class LinkBoard:
     """The server's view of every circuit and the route table derived from it (thread-safe)."""
 
     def __init__(
-        self, fabric: Fabric, *, hysteresis: Hysteresis | None = None, stale_s: float = 5.0
+        self,
+        fabric: Fabric,
+        *,
+        hysteresis: Hysteresis | None = None,
+        stale_s: float = 5.0,
+        lag_s: float = 3.0,
     ) -> None:
+        """``stale_s`` and ``lag_s`` should be a few heartbeats (the server passes
+        ``max(5, 3 × heartbeat)`` and ``max(3, 3 × heartbeat)``)."""
         self._fabric = fabric
         self._hysteresis = hysteresis or Hysteresis()
         self._stale_s = stale_s
+        self._lag_s = lag_s
         self._lock = threading.Lock()
         self._circuits = {c.name: _Circuit(c) for c in fabric.circuits}
         self._addresses: dict[str, str] = {}
+        self._offsets: dict[str, tuple[str, float]] = {}  # site → (agent id, clock offset)
+        self._outbox: list[LinkAlert] = []
         self._table = route_table(fabric)
         self._version = 1
         self._changed_at: float | None = None
 
     # -- input ------------------------------------------------------------------------------
 
-    def check(self, site: str, links: Sequence[LinkReport]) -> None:
-        """:class:`ValidationError` unless every report names a circuit of ``site``, once."""
+    def refusals(self, site: str, links: Sequence[LinkReport]) -> list[str]:
+        """Why each report that cannot be taken is refused: a circuit the fabric lacks, one
+        that does not reach ``site``, a circuit reported twice.  Empty when all are fine."""
         seen: set[str] = set()
+        found = []
         for link in links:
             c = self._circuits.get(link.circuit)
             if c is None:
-                msg = (
+                found.append(
                     f"site {site} reported probes of circuit {link.circuit!r}, "
                     "which the fabric does not have"
                 )
-                raise ValidationError(msg, hint="is the agent running with this fabric's circuits?")
-            if site not in c.ends:
-                ends = f"{c.circuit.a}–{c.circuit.b}"
-                msg = (
-                    f"site {site} reported probes of circuit {link.circuit} ({ends}), "
-                    "which does not reach it"
+            elif site not in c.ends:
+                found.append(
+                    f"site {site} reported probes of circuit {link.circuit} "
+                    f"({c.circuit.a}–{c.circuit.b}), which does not reach it"
                 )
-                raise ValidationError(msg, hint="an agent probes only its own site's circuits")
-            if link.circuit in seen:
-                msg = f"site {site} reported circuit {link.circuit} twice in one sync"
-                raise ValidationError(msg)
+            elif link.circuit in seen:
+                found.append(f"site {site} reported circuit {link.circuit} twice in one sync")
             seen.add(link.circuit)
+        return found
+
+    def check(self, site: str, links: Sequence[LinkReport]) -> None:
+        """:class:`ValidationError` for the first of :meth:`refusals`."""
+        found = self.refusals(site, links)
+        if found:
+            raise ValidationError(found[0], hint="an agent probes only its own site's circuits")
 
     def report(
         self,
@@ -136,15 +166,28 @@ class LinkBoard:
         links: Sequence[LinkReport],
         *,
         service_address: str | None,
+        clock_s: float | None,
         now: float,
     ) -> list[LinkAlert]:
-        """Take one agent's probe reports (checked as by :meth:`check` first, so a bad report
-        changes nothing); the alerts it caused."""
-        self.check(site, links)
+        """Take one agent's probe reports; the alerts they caused (also in the outbox).
+
+        Reports that :meth:`refusals` names are left out and change nothing; the caller says
+        why to the agent.  ``clock_s`` is the agent's clock when it sent them (``None``: take
+        ``now``, for a report with no samples).
+        """
+        counts = Counter(link.circuit for link in links)
+        links = [
+            link
+            for link in links
+            if counts[link.circuit] == 1
+            and link.circuit in self._circuits
+            and site in self._circuits[link.circuit].ends
+        ]
         alerts: list[LinkAlert] = []
         with self._lock:
             if service_address is not None:
                 self._addresses[site] = service_address
+            offset = self._offset(site, agent_id, clock_s, now)
             for link in links:
                 c = self._circuits[link.circuit]
                 end = c.ends[site]
@@ -152,18 +195,31 @@ class LinkBoard:
                     end.reset(agent_id)
                 end.report = link
                 end.reported_at = now
-                alerts += self._feed(c, end, link, now)
+                alerts += self._feed(c, end, link, offset)
             alerts += self._settle(now)
+            self._outbox += alerts
         return alerts
 
-    def _feed(self, c: _Circuit, end: _End, link: LinkReport, now: float) -> list[LinkAlert]:
+    def _offset(self, site: str, agent_id: str, clock_s: float | None, now: float) -> float:
+        """The agent's clock offset, lowered by this sync if it arrived faster than any."""
+        if clock_s is None:
+            return self._offsets.get(site, (agent_id, 0.0))[1]
+        seen = now - clock_s
+        known = self._offsets.get(site)
+        if known is not None and known[0] == agent_id:
+            seen = min(seen, known[1])
+        self._offsets[site] = (agent_id, seen)
+        return seen
+
+    def _feed(self, c: _Circuit, end: _End, link: LinkReport, offset: float) -> list[LinkAlert]:
         alerts = []
         for sample in sorted(link.samples, key=lambda s: s.seq):
             if sample.seq <= end.last_seq:
                 continue  # already fed (the agent resent it)
-            at = now - sample.age_s
+            at = sample.sent_s + offset
             if end.tracker is None:
                 end.tracker = LinkTracker(self._hysteresis, now=at)
+                end.first_at = at
             for event in end.tracker.observe(at, sample.rtt_ms):
                 end.detail = event.detail
                 if event.kind == "rtt_shift":
@@ -178,22 +234,63 @@ class LinkBoard:
         return alerts
 
     def refresh(self, now: float) -> list[LinkAlert]:
-        """Re-judge every circuit at ``now`` (ends go stale); the alerts that caused."""
+        """Re-judge every circuit at ``now`` (ends go stale); the alerts that caused (also
+        in the outbox)."""
         with self._lock:
-            return self._settle(now)
+            alerts = self._settle(now)
+            self._outbox += alerts
+            return alerts
+
+    def take_alerts(self) -> list[LinkAlert]:
+        """Every alert not yet taken, oldest first."""
+        with self._lock:
+            alerts, self._outbox = self._outbox, []
+            return alerts
+
+    def put_back(self, alerts: Sequence[LinkAlert]) -> None:
+        """Return alerts that could not be stored, ahead of newer ones."""
+        with self._lock:
+            self._outbox[:0] = alerts
 
     # -- state and routes -------------------------------------------------------------------
 
-    def _end_state(self, end: _End, now: float) -> State:
-        if end.tracker is None or end.newest_at is None or now - end.newest_at > self._stale_s:
+    def _view(self, end: _End, other: _End, now: float) -> View:
+        if end.tracker is None or end.newest_at is None or end.first_at is None:
             return "unknown"
-        return end.tracker.state
+        if now - end.newest_at > self._stale_s:
+            return "unknown"
+        if (
+            other.newest_at is not None
+            and now - other.newest_at <= self._stale_s
+            and other.newest_at - end.newest_at > self._lag_s
+        ):
+            return "unknown"  # this end's agent stopped reporting while the other goes on
+        state = end.tracker.state
+        if state != "down" and end.newest_at - end.first_at < self._hysteresis.up_after_s:
+            return "warming"
+        return state
+
+    def _views(self, c: _Circuit, now: float) -> dict[str, View]:
+        a, b = c.ends[c.circuit.a], c.ends[c.circuit.b]
+        return {a.site: self._view(a, b, now), b.site: self._view(b, a, now)}
 
     def _settle(self, now: float) -> list[LinkAlert]:
         alerts = []
         for c in self._circuits.values():
-            views = {site: self._end_state(end, now) for site, end in c.ends.items()}
-            state: State = max(views.values(), key=_SEVERITY.__getitem__)
+            views = self._views(c, now)
+            state = _combine(views.values())
+            split = "down" in views.values() and state == "degraded"
+            if split and not any(v == "degraded" for v in views.values()):
+                # One end sees silence, the other's probes flow.  The second end of a real
+                # cut reports it within a sync or two, an end that stopped reporting is
+                # dropped after ``lag_s``, and the end that saw a peer restart needs
+                # ``up_after_s`` of replies: keep the state that long before calling the
+                # circuit degraded.
+                c.split_since = c.split_since if c.split_since is not None else now
+                if now - c.split_since < self._hysteresis.up_after_s + 2 * self._lag_s:
+                    state = c.state
+            else:
+                c.split_since = None
             if state != c.state:
                 alerts.append(self._state_alert(c, state, views))
                 c.state, c.since = state, now
@@ -207,8 +304,15 @@ class LinkBoard:
             self._table = table
         return alerts
 
-    def _state_alert(self, c: _Circuit, state: State, views: Mapping[str, State]) -> LinkAlert:
+    def _state_alert(self, c: _Circuit, state: State, views: Mapping[str, View]) -> LinkAlert:
         name = f"circuit {c.circuit.name} ({c.circuit.a}–{c.circuit.b})"
+        downs = [site for site, v in views.items() if v == "down"]
+        if state == "degraded" and downs and not any(v == "degraded" for v in views.values()):
+            return LinkAlert(
+                "link_degraded",
+                f"{name} is degraded: seen down from {', '.join(downs)} only "
+                "(its peer's agent restarting?)",
+            )
         seen = [site for site, v in views.items() if v == state]
         details = "; ".join(
             f"{site}: {c.ends[site].detail}" for site in seen if c.ends[site].detail
@@ -289,12 +393,13 @@ class LinkBoard:
         with self._lock:
             found: dict[str, float] = {}
             for name, c in self._circuits.items():
+                views = self._views(c, now)
                 values = [
                     e.report.rtt_min_ms
                     for e in c.ends.values()
                     if e.report is not None
                     and e.report.rtt_min_ms is not None
-                    and self._end_state(e, now) != "unknown"
+                    and views[e.site] not in ("unknown", "warming")
                 ]
                 if values:
                     found[name] = min(values)
@@ -314,7 +419,12 @@ class LinkBoard:
                     loss=c.circuit.loss,
                     capacity_gbps=c.circuit.total_gbps,
                     risk_group=c.circuit.risk_group,
-                    ends=[_end_out(e, self._end_state(e, now)) for e in c.ends.values()],
+                    ends=[
+                        _end_out(e, view)
+                        for e, view in zip(
+                            c.ends.values(), self._views(c, now).values(), strict=True
+                        )
+                    ],
                 )
                 for c in self._circuits.values()
             ]
@@ -357,7 +467,20 @@ def _route_out(table: RouteTable, src: str, dst: str, address: str | None) -> Ro
     )
 
 
-def _end_out(end: _End, state: State) -> LinkEndOut:
+def _combine(views: Iterable[View]) -> State:
+    """A circuit's state from its ends' views (see the module docstring)."""
+    seen = set(views)
+    working = seen & {"up", "degraded", "warming"}
+    if "down" in seen:
+        return "degraded" if working else "down"
+    if "degraded" in seen:
+        return "degraded"
+    if "up" in seen:
+        return "up"
+    return "unknown"
+
+
+def _end_out(end: _End, state: View) -> LinkEndOut:
     r = end.report
     return LinkEndOut(
         site=end.site,

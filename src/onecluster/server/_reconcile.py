@@ -106,7 +106,8 @@ class Reconciler:
 
     def _links(self) -> None:
         c = self._control
-        c.record_alerts(c.links.refresh(c.clock.now()))
+        c.links.refresh(c.clock.now())
+        c.publish_alerts()
 
     def _plan(self) -> Plan:
         c = self._control

@@ -17,9 +17,9 @@ router = APIRouter(prefix="/api/v1/agents", tags=["agents"])
 @router.post("/{site}/sync")
 def sync(site: str, body: AgentSync, control: Control, caller: Caller) -> AgentSyncReply:
     """Record the agent's report (idempotently) and answer with the desired attempts."""
+    received = control.clock.now()
     caller.require_agent_of(site)
     control.require_site(site)
-    control.links.check(site, body.links)  # a bad probe report changes nothing
     report = SyncReport(
         agent_id=body.agent_id,
         backend=body.backend,
@@ -33,18 +33,14 @@ def sync(site: str, body: AgentSync, control: Control, caller: Caller) -> AgentS
         ),
     )
     wanted = control.store.sync(site, report, now=control.clock.now())
-    alerts = control.links.report(
-        site,
-        body.agent_id,
-        body.links,
-        service_address=body.service_address,
-        now=control.clock.now(),
-    )
-    control.record_alerts(alerts)
+    # After the attempts: a bad probe report must never cost a site its jobs (an agent whose
+    # syncs fail fences itself); the reports that cannot be taken are named in the reply.
+    refused = control.take_link_reports(site, body, received=received)
     return AgentSyncReply(
         heartbeat_interval_s=control.config.heartbeat_interval_s,
         lease_s=control.config.agent_timeout_s,
         attempts=[desired_attempt(a, grace_s=control.config.grace_s) for a in wanted],
         peers=control.links.peers(site),
         routes=control.links.routes(site),
+        refused_links=refused,
     )

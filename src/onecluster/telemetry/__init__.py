@@ -2,11 +2,17 @@
 percentiles, loss) and their Prometheus exposition."""
 
 from onecluster.telemetry._exporter import MetricsServer, ProbeCollector
-from onecluster.telemetry._prober import CircuitSnapshot, PeerEndpoint, Prober
+from onecluster.telemetry._prober import (
+    DEFAULT_PROBE_PORT,
+    CircuitSnapshot,
+    PeerEndpoint,
+    Prober,
+)
 from onecluster.telemetry._window import RTT_BUCKETS_S, LinkFigures, Outcome, ProbeWindow
 from onecluster.telemetry._wire import PACKET_SIZE, Packet, decode, encode
 
 __all__ = [
+    "DEFAULT_PROBE_PORT",
     "PACKET_SIZE",
     "RTT_BUCKETS_S",
     "CircuitSnapshot",

@@ -7,7 +7,9 @@ rerouted path.  One thread owns every socket.
 
 A probe not answered within its timeout is lost.  The timeout adapts to the circuit: three
 times its minimum RTT, at least that RTT plus 100 ms, between 50 ms and 1 s (1 s until the
-first reply), so queueing under load is not mistaken for loss.  Outcomes are finished in
+first reply), so queueing under load is not mistaken for loss; a reply that comes after its
+timeout stretches the timeout to 1.5 × its RTT for a window, so a path that suddenly got
+longer costs one lost probe, not a false outage.  Outcomes are finished in
 sequence order — a lost probe holds back those sent after it until its timeout — so the
 server receives one ordered stream per circuit (:meth:`Prober.pending`).
 
@@ -32,7 +34,10 @@ from onecluster.errors import BackendError, ValidationError
 from onecluster.telemetry._window import LinkFigures, Outcome, ProbeWindow
 from onecluster.telemetry._wire import Packet, decode, encode
 
-__all__ = ["CircuitSnapshot", "PeerEndpoint", "Prober"]
+__all__ = ["DEFAULT_PROBE_PORT", "CircuitSnapshot", "PeerEndpoint", "Prober"]
+
+#: The UDP port of every site's probe sockets unless configured otherwise.
+DEFAULT_PROBE_PORT = 4791
 
 _log = logging.getLogger("onecluster.probes")
 
@@ -91,20 +96,30 @@ class _Circuit:
         self.send_errors = 0
         self.last_reply: float | None = None
         self.recovered_at: float | None = None
+        self.expired: dict[int, float] = {}  # seq → send time of probes declared lost
+        self.late_rtt: float | None = None
+        self.late_at = float("-inf")
 
-    def timeout_s(self) -> float:
+    def timeout_s(self, now: float) -> float:
         floor = self.window.figures().rtt_min_s
         if floor is None:
             return 1.0
-        return min(max(3 * floor, floor + 0.1, 0.05), 1.0)
+        timeout = max(3 * floor, floor + 0.1, 0.05)
+        if self.late_rtt is not None and now - self.late_at < self.window.window_s:
+            # replies come later than the window's floor suggests (the path got longer, say
+            # after a protection switch): wait for them rather than count them all lost
+            timeout = max(timeout, 1.5 * self.late_rtt)
+        return min(timeout, 1.0)
 
 
 class Prober:
     """Probes each circuit in ``local`` (circuit → this site's address on it) every
     ``interval_s`` seconds once its peer is known (:meth:`set_peers`).
 
-    Sockets are bound at construction (``port`` 0: any free port; :meth:`endpoints` says
-    which), so a bad address fails at once with :class:`BackendError`.  :meth:`start` runs the
+    Sockets are bound at construction, so a bad address fails at once with
+    :class:`BackendError`.  ``port`` is fixed by default (:data:`DEFAULT_PROBE_PORT`), so a
+    restarted agent answers its peers' probes where they already send them; 0 takes any free
+    port (:meth:`endpoints` says which).  :meth:`start` runs the
     probe thread; :meth:`close` stops it and closes the sockets.  All methods are thread-safe.
     """
 
@@ -112,7 +127,7 @@ class Prober:
         self,
         local: Mapping[str, str],
         *,
-        port: int = 0,
+        port: int = DEFAULT_PROBE_PORT,
         interval_s: float = 0.1,
         window_s: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
@@ -160,6 +175,10 @@ class Prober:
                 c.peer = peers.get(name)
 
     # -- reading ----------------------------------------------------------------------------
+
+    def clock(self) -> float:
+        """The clock the probes' send times are on."""
+        return self._clock()
 
     def snapshot(self) -> list[CircuitSnapshot]:
         """Every circuit's counters and window figures."""
@@ -231,12 +250,12 @@ class Prober:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                self.turn()
+                self._turn()
             except Exception:  # noqa: BLE001 - probing must outlive a bug in one turn
                 _log.exception("a probe turn failed; continuing")
                 self._stop.wait(self._interval)
 
-    def turn(self) -> None:
+    def _turn(self) -> None:
         """Send what is due, wait for packets until the next deadline, expire timeouts."""
         now = self._clock()
         with self._lock:
@@ -247,7 +266,7 @@ class Prober:
                 if c.peer is not None:
                     wake = min(wake, c.next_send)
                 if c.inflight:
-                    wake = min(wake, c.sent_at[c.inflight[0]] + c.timeout_s())
+                    wake = min(wake, c.sent_at[c.inflight[0]] + c.timeout_s(now))
         for key, _ in self._selector.select(max(wake - self._clock(), 0.0)):
             self._receive(key.fileobj, str(key.data))  # type: ignore[arg-type]
         now = self._clock()
@@ -264,7 +283,7 @@ class Prober:
         c.sent_at[seq] = now
         try:
             c.sock.sendto(encode(Packet("probe", seq, self._wall_ns())), (c.peer.host, c.peer.port))
-        except OSError:
+        except (OSError, OverflowError, ValueError):
             c.send_errors += 1  # it counts as lost when its timeout passes
 
     def _receive(self, sock: socket.socket, name: str) -> None:
@@ -287,11 +306,15 @@ class Prober:
                     self._answered(self._circuits[name], packet)
 
     def _answered(self, c: _Circuit, packet: Packet) -> None:
+        now = self._clock()
+        if packet.seq in c.expired:  # after its timeout: it stays lost, but says how late
+            c.late += 1
+            c.late_rtt, c.late_at = now - c.expired.pop(packet.seq), now
+            return
         sent = c.sent_at.get(packet.seq)
         if sent is None or packet.seq in c.rtts:
-            c.late += 1  # after its timeout, or a duplicate
+            c.late += 1  # a duplicate, or a reply to a probe long forgotten
             return
-        now = self._clock()
         c.rtts[packet.seq] = now - sent
         c.window.transit(packet.sent_ns, packet.reflected_ns)
         if c.window.consecutive_losses() >= _ATTENTION_LOSSES:
@@ -300,10 +323,13 @@ class Prober:
         self._finish(c)
 
     def _expire(self, c: _Circuit, now: float) -> None:
-        timeout = c.timeout_s()
+        timeout = c.timeout_s(now)
         for seq in c.inflight:
             if seq not in c.rtts and now - c.sent_at[seq] >= timeout:
                 c.rtts[seq] = None
+                c.expired[seq] = c.sent_at[seq]
+        while len(c.expired) > 256:
+            del c.expired[next(iter(c.expired))]
         self._finish(c)
 
     def _finish(self, c: _Circuit) -> None:
