@@ -3,16 +3,19 @@ from the server's reply (into a recording route sink, a test double of the kerne
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
 
-from onecluster.agent import AgentConfig, run_agent
+from onecluster.agent import Agent, AgentConfig, run_agent
 from onecluster.agent._links import SiteLinks
+from onecluster.backends import LocalBackend
 from onecluster.errors import BackendError, ValidationError
 from onecluster.network import KernelRoute
-from onecluster.schema import AgentSyncReply, PeerOut, RouteOut, RouteTableOut
+from onecluster.schema import AgentSync, AgentSyncReply, PeerOut, RouteOut, RouteTableOut
 from onecluster.telemetry import Prober
 
 
@@ -160,3 +163,46 @@ def test_an_agent_refuses_links_that_are_not_its_sites(tmp_path: Path) -> None:
         AgentConfig(
             site="tokyo", server_url="http://x", token="t", pools={"H100": 1}, apply_routes=True
         )
+
+
+def test_a_circuit_falling_silent_makes_the_agent_sync_early(tmp_path: Path) -> None:
+    far = Prober({"c1": "127.0.0.2"}, port=0)
+    endpoint = far.endpoints()["c1"]
+    syncs: list[float] = []
+
+    class Link:
+        def agent_sync(self, site: str, body: AgentSync) -> AgentSyncReply:
+            syncs.append(time.monotonic())
+            return AgentSyncReply(
+                heartbeat_interval_s=1.0,
+                attempts=[],
+                peers=[PeerOut(circuit="c1", site="b", endpoint=endpoint)],
+            )
+
+        def close(self) -> None:
+            pass
+
+    near = Prober({"c1": "127.0.0.1"}, port=0)
+    agent = Agent(
+        "shanghai",
+        LocalBackend("shanghai", {"H100": 1}, tmp_path),
+        "http://unused",
+        "t",
+        link=Link(),
+        links=SiteLinks(near),
+    )
+    near.start()
+    far.start()
+    stop = threading.Event()
+    loop = threading.Thread(target=agent.run, args=(stop,))
+    loop.start()
+    try:
+        time.sleep(1.5)
+        far.close()  # the far end falls silent
+        silent_from = time.monotonic()
+        time.sleep(1.6)
+    finally:
+        stop.set()
+        loop.join(timeout=10)
+    early = [t for t in syncs if silent_from < t < silent_from + 1.6]
+    assert len(early) >= 3, [round(t - silent_from, 2) for t in syncs]  # every 0.25 s, not 1 s

@@ -48,6 +48,8 @@ _log = logging.getLogger("onecluster.agent")
 _MIN_INTERVAL_S, _MAX_INTERVAL_S = 0.01, 60.0
 #: While a circuit just fell silent or recovered, sync this often (the server reroutes).
 _ATTENTION_INTERVAL_S = 0.25
+#: The longest rest between turns of an agent that probes.
+_PROBE_TURN_S = 0.1
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -204,8 +206,7 @@ class Agent:
             )
         if now < self._next_sync:
             self._backend.poll()  # reaps exits and escalates overdue stops between syncs
-            turn = self._interval if self._links is None else min(self._interval, 0.1)
-            return min(turn, self._next_sync - now)
+            return min(self._turn(), self._next_sync - now)
         try:
             reply = self.sync_once()
         except PlatformError as exc:
@@ -234,7 +235,12 @@ class Agent:
         self._interval = min(max(reply.heartbeat_interval_s, _MIN_INTERVAL_S), _MAX_INTERVAL_S)
         self._lease_s = max(reply.lease_s, 2 * _MIN_INTERVAL_S)
         self._next_sync = now + self._interval
-        return self._interval
+        return self._turn()
+
+    def _turn(self) -> float:
+        """How long to rest between turns: a heartbeat, or at most 0.1 s while probing, so
+        that a circuit falling silent is reported at once (:meth:`SiteLinks.attention`)."""
+        return self._interval if self._links is None else min(self._interval, _PROBE_TURN_S)
 
     def _fence_if_cut_off(self, now: float) -> None:
         """Stop every attempt once the server has been silent for half its lease."""
