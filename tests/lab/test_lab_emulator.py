@@ -99,6 +99,7 @@ def test_cut_heal_and_loss(circuit: tuple[TunEmulator, Echo, str]) -> None:
         ({"op": "set", "delay_ms": "12"}, "list of two numbers"),
         ({"op": "set", "delay_ms": [5.0, 5.0], "loss": [0.1, "x"]}, "loss must be a number"),
         ({"op": "flap", "period_s": 1.0}, "down_s must be a number"),
+        ({"op": "set", "delay_ms": [10**400, 1.0]}, "OverflowError"),
     ],
 )
 def test_a_bad_request_is_refused_and_changes_nothing(

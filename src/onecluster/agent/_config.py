@@ -88,6 +88,10 @@ class AgentConfig:
     def _check_links(self) -> None:
         for circuit, address in self.links.items():
             _check_ip(address, f"the address of circuit {circuit}")
+        addresses = list(self.links.values())
+        if self.probe_port != 0 and len(set(addresses)) < len(addresses):
+            msg = "two circuits of --link share an address; each needs its own probe socket"
+            raise ValidationError(msg, hint="give each circuit its address, or --probe-port 0")
         if self.service_address is not None:
             _check_ip(self.service_address, "the service address")
         if not 0.001 <= self.probe_interval_s <= 10:

@@ -7,8 +7,9 @@ From each reply it learns the peers' probe endpoints and the site's route table;
 :class:`~onecluster.network.RouteSink` it programs one host route per peer site's service
 address — via the peer's address on the route's next circuit — whenever the computed routes
 differ from those last applied, and again every ``reapply_s`` (a device that came back
-empties its routes).  A route that cannot be applied is logged and retried; it never stops
-the sync loop.
+empties its routes).  A destination whose address or next hop's address is not known just
+then keeps the route it had over the same circuit.  A route that cannot be applied is logged
+and retried; it never stops the sync loop.
 """
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ class SiteLinks:
         self._route_version: int | None = None
         self._in_flight: dict[str, int] = {}
         self._refusals: set[str] = set()
+        # per destination site: the next circuit and the route last wanted for it
+        self._last: dict[str, tuple[str | None, KernelRoute]] = {}
 
     def clock(self) -> float:
         """The prober's clock now (the sync's ``probe_clock_s``)."""
@@ -106,22 +109,26 @@ class SiteLinks:
         self.prober.set_peers(peers)
         if reply.routes is None or self._routes is None:
             return
-        before = {k.dst: k for k in self._applied or []}
         wanted = []
         for r in reply.routes.routes:
-            if r.dst_address is None:
-                continue  # the destination has not announced its address yet
-            if r.next_circuit is None:
-                wanted.append(KernelRoute(dst=r.dst_address, via=None))
+            known = self._last.get(r.dst)
+            if r.next_circuit is None and r.dst_address is not None:
+                route = KernelRoute(dst=r.dst_address, via=None)
+            elif (
+                r.next_circuit is not None and r.dst_address is not None and r.next_circuit in peers
+            ):
+                route = KernelRoute(
+                    dst=r.dst_address, via=peers[r.next_circuit].host, src=self.service_address
+                )
+            elif known is not None and known[0] == r.next_circuit:
+                # The destination's address or the next hop's is not known just now (a server
+                # that restarted, an agent that has not announced yet): keep the route there
+                # was over the same circuit rather than none.
+                route = known[1]
+            else:
                 continue
-            peer = peers.get(r.next_circuit)
-            if peer is None:
-                # the next hop's address is not known (yet, or its agent is restarting):
-                # keep the route there was, if any, rather than none
-                if r.dst_address in before:
-                    wanted.append(before[r.dst_address])
-                continue
-            wanted.append(KernelRoute(dst=r.dst_address, via=peer.host, src=self.service_address))
+            self._last[r.dst] = (r.next_circuit, route)
+            wanted.append(route)
         now = self._clock()
         if wanted == self._applied and now - self._applied_at < self._reapply_s:
             return

@@ -50,7 +50,7 @@ def agent(
         0.1, "--probe-interval", help="Seconds between probes of each circuit."
     ),
     probe_port: int = typer.Option(
-        4791, "--probe-port", min=0, max=65535, help="UDP port of the probe sockets (0: any)."
+        61862, "--probe-port", min=0, max=65535, help="UDP port of the probe sockets (0: any)."
     ),
     apply_routes: bool = typer.Option(
         False,

@@ -316,8 +316,8 @@ class Emulator:
                 self._set(request)
             elif op != "status":
                 raise ValueError(f"unknown op {op!r}")
-        except (ValueError, TypeError) as exc:
-            return {"ok": False, "error": str(exc)}
+        except Exception as exc:  # noqa: BLE001 - no request may stop the circuit's packets
+            return {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:500]}
         return {"ok": True, **self.status()}
 
     def _set(self, request: dict[str, Any]) -> None:

@@ -26,7 +26,7 @@ __all__ = ["BRIDGE_IP", "CircuitPlan", "LabPlan", "SitePlan", "check_lab_name", 
 
 #: The host's address on the management bridge (the lab's server listens there).
 BRIDGE_IP = "10.210.0.1"
-_NAME = re.compile(r"^[a-z][a-z0-9]{0,7}$")
+_NAME = re.compile(r"[a-z][a-z0-9]{0,7}")
 _DEVICE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,14}$")
 _MIN_RATE_BPS = 1e6
 _MAX_SITES, _MAX_CIRCUITS = 200, 250
@@ -121,7 +121,7 @@ class LabPlan:
 def check_lab_name(name: str) -> None:
     """:class:`ValidationError` unless ``name`` is a lab name (it becomes a directory name,
     a namespace prefix and part of device names, so nothing but ``[a-z][a-z0-9]{0,7}``)."""
-    if not _NAME.match(name):
+    if not _NAME.fullmatch(name):
         msg = f"lab name {name!r} must be 1-8 lower-case letters and digits, starting with a letter"
         raise ValidationError(msg, hint="device names are at most 15 characters")
 

@@ -67,8 +67,10 @@ class KernelRoutes:
         argv = ["ip", *(["-n", self._netns] if self._netns else []), "-force", "-batch", "-"]
         try:
             run(argv, what="program the routes to the other sites", stdin="\n".join(lines) + "\n")
-        finally:
-            self._owned = wanted  # a route that failed is set again by the next apply
+        except BaseException:
+            self._owned |= wanted  # deletions that may have failed are tried again next time
+            raise
+        self._owned = wanted
 
 
 def _check_ipv4(value: str) -> None:

@@ -7,7 +7,7 @@ import threading
 from collections.abc import Sequence
 
 from onecluster.clock import Clock
-from onecluster.errors import NotFoundError
+from onecluster.errors import NotFoundError, PlatformError
 from onecluster.model import JobSpec
 from onecluster.reports import Month, UsageRecord, gpu_report
 from onecluster.scheduler import PendingJob, Scheduler
@@ -125,7 +125,7 @@ class ControlPlane:
     def take_link_reports(self, site: str, body: AgentSync, *, received: float) -> list[str]:
         """Feed the link board with a sync's probe reports and store the alerts; the reasons
         any report was refused (logged once per site and reason)."""
-        refused = self.links.refusals(site, body.links)
+        refused = self.links.refusals(site, body.links, clocked=body.probe_clock_s is not None)
         for reason in refused:
             if (site, reason) not in self._refusals_logged:
                 self._refusals_logged.add((site, reason))
@@ -138,7 +138,10 @@ class ControlPlane:
             clock_s=body.probe_clock_s,
             now=received,
         )
-        self.publish_alerts()
+        try:
+            self.publish_alerts()
+        except PlatformError as exc:  # the alerts wait for the reconcile loop's next try
+            _links_log.warning("could not store link alerts yet: %s", exc.message)
         return refused
 
     def publish_alerts(self) -> None:

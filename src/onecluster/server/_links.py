@@ -4,21 +4,22 @@ route table every site follows, and alerts.
 Each end of a circuit has its own :class:`~onecluster.topology.LinkTracker`, fed in sequence
 order with the probes that end's agent reports.  A probe's time is its send time on the
 agent's monotonic clock plus that agent's *offset*: the smallest (server time − agent clock)
-seen over its syncs, i.e. the one least delayed in transit — so neither the clocks nor the
-sync's latency need agree from one request to the next.  Resent samples (a sync whose reply
-was lost) are recognised by sequence number and ignored; a new agent (another ``agent_id``)
-starts its end afresh.
+of its syncs over the last minute, i.e. the one least delayed in transit — so neither the
+clocks nor the sync's latency need agree from one request to the next.  Resent samples (a
+sync whose reply was lost) are recognised by sequence number and ignored; a new agent
+(another ``agent_id``) starts its end afresh.
 
 An end's *view* is ``unknown`` while it is stale (its newest probe older than ``stale_s``, or
 lagging more than ``lag_s`` behind the other end's, whose agent still reports), ``warming``
-during its first ``up_after_s`` of probes, else its tracker's state.  A circuit is:
+during its first ``up_after_s`` of probes — and for ``up_after_s + lag_s`` after a new agent
+replaced the one before, probes or not — else its tracker's state.  A circuit is:
 
 - **down** when a fresh end sees it down and no fresh end sees it working.  A failure in
-  either direction silences the round-trip probes of *both* ends, so a real cut is always
-  seen from both (the second within a sync or two).  One end seeing silence while the
-  other's probes flow is its peer's agent restarting, not a cut: the circuit keeps its state
-  for ``up_after_s + 2 × lag_s`` and turns **degraded** ("seen down from X only") only if
-  the split outlasts that;
+  either direction silences the round-trip probes of *both* ends, so a real cut is seen from
+  both, the second end within a sync or two.  While one end sees silence and the other's
+  probes flow, the circuit keeps its state for ``lag_s`` (the second report is on its way)
+  or, while the working end's agent was just replaced, until its probes settle (a peer
+  restarting is not a cut); after that, one end's silence is down;
 - **degraded** when an end sees it degraded; **up** when a warm end sees it up;
 - **unknown** otherwise — an agent whose probes stopped is never read as a healthy circuit.
 
@@ -33,7 +34,7 @@ near-equal paths cannot make routes flap; measured minimum RTTs feed ``links che
 from __future__ import annotations
 
 import threading
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -51,6 +52,9 @@ from onecluster.schema import (
 from onecluster.topology import Hysteresis, LinkTracker, Path, RouteTable, route_table
 
 __all__ = ["LinkAlert", "LinkBoard", "LinkBoardStats"]
+
+#: How far back the smallest clock offset of an agent's syncs is looked for.
+_OFFSET_WINDOW_S = 60.0
 
 State = Literal["up", "degraded", "down", "unknown"]
 View = Literal["up", "degraded", "down", "warming", "unknown"]
@@ -83,11 +87,14 @@ class _End:
         self.last_seq = -1
         self.first_at: float | None = None
         self.newest_at: float | None = None
+        self.changed_at: float | None = None  # when a new agent replaced the one before
         self.reported_at: float | None = None
         self.report: LinkReport | None = None
         self.detail = ""
 
-    def reset(self, agent_id: str) -> None:
+    def reset(self, agent_id: str, now: float) -> None:
+        if self.agent_id is not None:
+            self.changed_at = now
         self.agent_id = agent_id
         self.tracker = None
         self.last_seq = -1
@@ -123,7 +130,8 @@ class LinkBoard:
         self._lock = threading.Lock()
         self._circuits = {c.name: _Circuit(c) for c in fabric.circuits}
         self._addresses: dict[str, str] = {}
-        self._offsets: dict[str, tuple[str, float]] = {}  # site → (agent id, clock offset)
+        # site → (agent id, recent (server time, server time − agent clock) of its syncs)
+        self._offsets: dict[str, tuple[str, deque[tuple[float, float]]]] = {}
         self._outbox: list[LinkAlert] = []
         self._table = route_table(fabric)
         self._version = 1
@@ -131,11 +139,17 @@ class LinkBoard:
 
     # -- input ------------------------------------------------------------------------------
 
-    def refusals(self, site: str, links: Sequence[LinkReport]) -> list[str]:
+    def refusals(
+        self, site: str, links: Sequence[LinkReport], *, clocked: bool = True
+    ) -> list[str]:
         """Why each report that cannot be taken is refused: a circuit the fabric lacks, one
-        that does not reach ``site``, a circuit reported twice.  Empty when all are fine."""
+        that does not reach ``site``, a circuit reported twice; and samples sent without the
+        agent's clock (``clocked`` false), which cannot be placed in time.  Empty when all
+        are fine."""
         seen: set[str] = set()
         found = []
+        if not clocked and any(link.samples for link in links):
+            found.append(f"site {site} sent probe samples without probe_clock_s; they are left out")
         for link in links:
             c = self._circuits.get(link.circuit)
             if c is None:
@@ -172,9 +186,11 @@ class LinkBoard:
         """Take one agent's probe reports; the alerts they caused (also in the outbox).
 
         Reports that :meth:`refusals` names are left out and change nothing; the caller says
-        why to the agent.  ``clock_s`` is the agent's clock when it sent them (``None``: take
-        ``now``, for a report with no samples).
+        why to the agent.  ``clock_s`` is the agent's clock when it sent them; without it the
+        samples are left out (the endpoints are still taken).
         """
+        if clock_s is None:
+            links = [link.model_copy(update={"samples": []}) for link in links]
         counts = Counter(link.circuit for link in links)
         links = [
             link
@@ -187,12 +203,12 @@ class LinkBoard:
         with self._lock:
             if service_address is not None:
                 self._addresses[site] = service_address
-            offset = self._offset(site, agent_id, clock_s, now)
+            offset = 0.0 if clock_s is None else self._offset(site, agent_id, clock_s, now)
             for link in links:
                 c = self._circuits[link.circuit]
                 end = c.ends[site]
                 if end.agent_id != agent_id:
-                    end.reset(agent_id)
+                    end.reset(agent_id, now)
                 end.report = link
                 end.reported_at = now
                 alerts += self._feed(c, end, link, offset)
@@ -200,16 +216,17 @@ class LinkBoard:
             self._outbox += alerts
         return alerts
 
-    def _offset(self, site: str, agent_id: str, clock_s: float | None, now: float) -> float:
-        """The agent's clock offset, lowered by this sync if it arrived faster than any."""
-        if clock_s is None:
-            return self._offsets.get(site, (agent_id, 0.0))[1]
-        seen = now - clock_s
+    def _offset(self, site: str, agent_id: str, clock_s: float, now: float) -> float:
+        """The agent's clock offset: the smallest (server time − agent clock) of its syncs
+        over the last ``_OFFSET_WINDOW_S`` — the least delayed one — so that neither one
+        slow request nor, for long, a clock that steps or drifts can move probe times."""
         known = self._offsets.get(site)
-        if known is not None and known[0] == agent_id:
-            seen = min(seen, known[1])
-        self._offsets[site] = (agent_id, seen)
-        return seen
+        history = known[1] if known is not None and known[0] == agent_id else deque()
+        history.append((now, now - clock_s))
+        while history and history[0][0] < now - _OFFSET_WINDOW_S:
+            history.popleft()
+        self._offsets[site] = (agent_id, history)
+        return min(offset for _, offset in history)
 
     def _feed(self, c: _Circuit, end: _End, link: LinkReport, offset: float) -> list[LinkAlert]:
         alerts = []
@@ -254,19 +271,25 @@ class LinkBoard:
 
     # -- state and routes -------------------------------------------------------------------
 
+    def _restarting(self, end: _End, now: float) -> bool:
+        """Whether a new agent took this end over lately (its probes are still settling)."""
+        grace = self._hysteresis.up_after_s + self._lag_s
+        return end.changed_at is not None and now - end.changed_at < grace
+
     def _view(self, end: _End, other: _End, now: float) -> View:
+        restarting = self._restarting(end, now)
         if end.tracker is None or end.newest_at is None or end.first_at is None:
-            return "unknown"
-        if now - end.newest_at > self._stale_s:
-            return "unknown"
-        if (
+            return "warming" if restarting else "unknown"
+        if now - end.newest_at > self._stale_s or (
             other.newest_at is not None
             and now - other.newest_at <= self._stale_s
-            and other.newest_at - end.newest_at > self._lag_s
+            and other.newest_at - end.newest_at > self._lag_s  # it stopped, the other goes on
         ):
-            return "unknown"  # this end's agent stopped reporting while the other goes on
+            return "warming" if restarting else "unknown"
         state = end.tracker.state
-        if state != "down" and end.newest_at - end.first_at < self._hysteresis.up_after_s:
+        if state != "down" and (
+            restarting or end.newest_at - end.first_at < self._hysteresis.up_after_s
+        ):
             return "warming"
         return state
 
@@ -279,16 +302,15 @@ class LinkBoard:
         for c in self._circuits.values():
             views = self._views(c, now)
             state = _combine(views.values())
-            split = "down" in views.values() and state == "degraded"
-            if split and not any(v == "degraded" for v in views.values()):
-                # One end sees silence, the other's probes flow.  The second end of a real
-                # cut reports it within a sync or two, an end that stopped reporting is
-                # dropped after ``lag_s``, and the end that saw a peer restart needs
-                # ``up_after_s`` of replies: keep the state that long before calling the
-                # circuit degraded.
+            working = [site for site, v in views.items() if v in ("up", "degraded", "warming")]
+            if "down" in views.values() and working:
+                # One end sees silence while the other's probes flow.  A peer agent that
+                # restarted settles within its grace; the second end of a real cut reports
+                # within a sync or two, and an end that stopped reporting is dropped after
+                # ``lag_s``: until then keep the state, after that one end's silence is down.
                 c.split_since = c.split_since if c.split_since is not None else now
-                if now - c.split_since < self._hysteresis.up_after_s + 2 * self._lag_s:
-                    state = c.state
+                restarting = any(self._restarting(c.ends[site], now) for site in working)
+                state = c.state if restarting or now - c.split_since < self._lag_s else "down"
             else:
                 c.split_since = None
             if state != c.state:
@@ -306,13 +328,6 @@ class LinkBoard:
 
     def _state_alert(self, c: _Circuit, state: State, views: Mapping[str, View]) -> LinkAlert:
         name = f"circuit {c.circuit.name} ({c.circuit.a}–{c.circuit.b})"
-        downs = [site for site, v in views.items() if v == "down"]
-        if state == "degraded" and downs and not any(v == "degraded" for v in views.values()):
-            return LinkAlert(
-                "link_degraded",
-                f"{name} is degraded: seen down from {', '.join(downs)} only "
-                "(its peer's agent restarting?)",
-            )
         seen = [site for site, v in views.items() if v == state]
         details = "; ".join(
             f"{site}: {c.ends[site].detail}" for site in seen if c.ends[site].detail

@@ -36,8 +36,10 @@ from onecluster.telemetry._wire import Packet, decode, encode
 
 __all__ = ["DEFAULT_PROBE_PORT", "CircuitSnapshot", "PeerEndpoint", "Prober"]
 
-#: The UDP port of every site's probe sockets unless configured otherwise.
-DEFAULT_PROBE_PORT = 4791
+#: The UDP port of every site's probe sockets unless configured otherwise: in IANA's
+#: dynamic/private range (no assignment to collide with, unlike e.g. 4791, RoCEv2's) and
+#: above Linux's default ephemeral ports (32768–60999), so no client socket holds it.
+DEFAULT_PROBE_PORT = 61862
 
 _log = logging.getLogger("onecluster.probes")
 
