@@ -36,7 +36,9 @@ def test_pools_come_from_the_fabric_file() -> None:
     [
         ({}, "either directly or through a fabric file"),
         ({"pools": {"H100": 1}, "fabric_path": FABRIC}, "either directly"),
-        ({"pools": {"H100": 1}, "backend": "slurm"}, "not available in this agent"),
+        ({"pools": {"H100": 1}, "backend": "kubernetes"}, "not available in this agent"),
+        ({"pools": {"H100": 1}, "backend": "slurm"}, "needs --slurm-conf"),
+        ({"pools": {"H100": 1}, "slurm_conf": Path("/etc/slurm.conf")}, "needs --slurm-conf"),
         ({"pools": {"H100": 1}, "server_url": "localhost:8000"}, "must start with http"),
         ({"pools": {"H100": 1}, "heartbeat_interval_s": 0}, "heartbeat interval"),
     ],

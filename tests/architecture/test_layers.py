@@ -85,9 +85,10 @@ def test_modules_stay_small(path: Path) -> None:
 
 
 # Configuration comes from the environment only at the edges.  The local backend passes
-# the agent's environment on to the job processes it starts (it reads no setting from it).
+# the agent's environment on to the job processes it starts (it reads no setting from it),
+# and so does the Slurm backend to the jobs it submits (sbatch --export=ALL).
 ENV_ALLOWED = {"cli", "up"}
-ENV_PASS_THROUGH = {"backends/_local.py"}
+ENV_PASS_THROUGH = {"backends/_local.py", "backends/_slurm.py"}
 
 
 def test_only_the_cli_reads_the_environment() -> None:

@@ -13,7 +13,7 @@ from onecluster.telemetry import DEFAULT_PROBE_PORT
 
 __all__ = ["AgentConfig"]
 
-_BACKENDS = ("local",)
+_BACKENDS = ("local", "slurm")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -28,6 +28,7 @@ class AgentConfig:
 
     Links: ``links`` maps each circuit the agent probes to the site's own address on it (none:
     no probes); ``service_address`` is the address other sites reach this one at;
+    ``slurm_conf`` is the ``slurm.conf`` of the site's cluster (``backend="slurm"``).
     ``probe_port`` is the UDP port of its probe sockets (0: any free one);
     ``apply_routes`` programs the kernel's routes to the other sites from the server's route
     table; ``metrics_address`` (``host:port``) serves the probes' Prometheus ``/metrics``.
@@ -52,6 +53,7 @@ class AgentConfig:
     probe_port: int = DEFAULT_PROBE_PORT
     apply_routes: bool = False
     metrics_address: str | None = None
+    slurm_conf: Path | None = None
 
     def __post_init__(self) -> None:
         if not self.site:
@@ -83,6 +85,11 @@ class AgentConfig:
         if self.log_chunk_bytes < 1024:
             msg = f"log chunks must allow at least 1024 bytes (got {self.log_chunk_bytes})"
             raise ValidationError(msg)
+        if (self.backend == "slurm") != (self.slurm_conf is not None):
+            msg = "the slurm backend needs --slurm-conf (and only it takes one)"
+            raise ValidationError(
+                msg, hint="e.g. --backend slurm --slurm-conf /etc/slurm/slurm.conf"
+            )
         self._check_links()
 
     def _check_links(self) -> None:

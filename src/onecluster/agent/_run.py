@@ -7,12 +7,13 @@ import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from types import FrameType
 
 from onecluster.agent._agent import Agent
 from onecluster.agent._config import AgentConfig
 from onecluster.agent._links import SiteLinks
-from onecluster.backends import LocalBackend
+from onecluster.backends import ClusterBackend, LocalBackend, SlurmBackend
 from onecluster.errors import PlatformError, ValidationError
 from onecluster.network import KernelRoutes
 from onecluster.telemetry import MetricsServer, Prober
@@ -36,7 +37,7 @@ def run_agent(config: AgentConfig, *, stop: threading.Event | None = None) -> in
         pools = config.resolved_pools()
         work_dir = config.resolved_work_dir()
         try:
-            backend = LocalBackend(config.site, pools, work_dir)
+            backend = _backend(config, pools, work_dir)
         except OSError as exc:
             msg = f"cannot use {work_dir} as the agent's work directory: {exc.strerror or exc}"
             raise ValidationError(msg, hint="pass a writable --work-dir") from exc
@@ -64,6 +65,19 @@ def run_agent(config: AgentConfig, *, stop: threading.Event | None = None) -> in
     with _stopped_by_signals(stop):
         agent.run(stop)
     return 0
+
+
+def _backend(config: AgentConfig, pools: dict[str, int], work_dir: Path) -> ClusterBackend:
+    """The site's cluster: local processes, or its Slurm (which knows its own capacity)."""
+    if config.backend == "slurm":
+        assert config.slurm_conf is not None  # checked at construction
+        if not config.slurm_conf.is_file():
+            msg = f"the Slurm configuration {config.slurm_conf} does not exist"
+            raise ValidationError(msg, hint="pass the slurm.conf of the site's cluster")
+        return SlurmBackend(
+            config.site, slurm_conf=config.slurm_conf, work_dir=work_dir, gpu_types=list(pools)
+        )
+    return LocalBackend(config.site, pools, work_dir)
 
 
 def _site_links(config: AgentConfig) -> SiteLinks | None:

@@ -1,7 +1,9 @@
-"""Cluster backends: the :class:`ClusterBackend` Protocol and :class:`LocalBackend`.
+"""Cluster backends: the :class:`ClusterBackend` Protocol, :class:`LocalBackend` and
+:class:`SlurmBackend`.
 
 The agent talks to a site's cluster only through :class:`ClusterBackend`; the local backend
-runs attempts as real child processes on simulated GPU slots.
+runs attempts as real child processes on simulated GPU slots, the Slurm backend as batch jobs
+of the site's Slurm cluster.
 """
 
 from onecluster.backends._local import LocalBackend, LocalStats, kill_leftovers
@@ -13,6 +15,8 @@ from onecluster.backends._protocol import (
     LogChunk,
 )
 from onecluster.backends._slots import SlotPool, SlotUsage
+from onecluster.backends._slurm import SlurmBackend
+from onecluster.backends._slurm_cli import SlurmCli, SlurmUnavailable
 
 __all__ = [
     "AttemptSpec",
@@ -24,5 +28,8 @@ __all__ = [
     "LogChunk",
     "SlotPool",
     "SlotUsage",
+    "SlurmBackend",
+    "SlurmCli",
+    "SlurmUnavailable",
     "kill_leftovers",
 ]

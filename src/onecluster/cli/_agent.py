@@ -22,7 +22,10 @@ def agent(
     ctx: typer.Context,
     *,
     site: str = typer.Option(..., "--site", help="The fabric name of the site this agent runs."),
-    backend: str = typer.Option("local", "--backend", help="Cluster backend (local)."),
+    backend: str = typer.Option("local", "--backend", help="Cluster backend: local or slurm."),
+    slurm_conf: Path | None = typer.Option(
+        None, "--slurm-conf", help="slurm.conf of the site's cluster (with --backend slurm)."
+    ),
     fabric: Path | None = typer.Option(
         None, "--fabric", help="Fabric file to read the site's GPU pools from."
     ),
@@ -89,6 +92,7 @@ def agent(
             probe_port=probe_port,
             apply_routes=apply_routes,
             metrics_address=metrics,
+            slurm_conf=slurm_conf,
         )
     )
     if code:
