@@ -49,6 +49,8 @@ _FAILED = {"FAILED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "BOOT_FAIL", "DEAD
 #: A job the controller does not list this soon after submission is not taken for lost.
 _GRACE_UNLISTED_S = 30.0
 _CAPACITY_TTL_S = 5.0
+#: At most one ``squeue`` a second, however often the agent polls.
+_MIN_POLL_S = 1.0
 
 
 @dataclass(slots=True, kw_only=True)
@@ -97,6 +99,7 @@ class SlurmBackend:
         self._last: dict[str, AttemptStatus] = {}
         self._capacity: dict[str, int] = {}
         self._capacity_at = float("-inf")
+        self._polled_at = float("-inf")
         self.healthy = True
         self._recover()
 
@@ -185,8 +188,9 @@ class SlurmBackend:
     def poll(self) -> list[AttemptStatus]:
         """Every attempt's status from one ``squeue`` call (the last known ones while the
         controller does not answer)."""
-        if not self._attempts:
-            return list(self._last.values())
+        if not self._attempts or time.monotonic() - self._polled_at < _MIN_POLL_S:
+            return list(self._last.values())  # the agent polls between syncs: spare slurmctld
+        self._polled_at = time.monotonic()
         try:
             jobs = {j.job_id: j for j in self._cli.jobs()}
         except SlurmUnavailable as exc:
