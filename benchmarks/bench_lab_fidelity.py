@@ -11,7 +11,9 @@ three-site lab, and the link emulator's own ceiling on this machine (root).
    - loss: ``--datagrams`` UDP datagrams each way; lost ÷ sent against the fabric's loss
      (with a 95 % Wilson interval), and again with the emulator set to 1 % to check the
      mechanism at a rate one run can measure;
-   - rate: one TCP stream for ``--seconds``, Mbit/s against the configured (scaled) rate.
+   - rate: one TCP stream for ``--seconds``, Mbit/s against the configured (scaled) rate;
+   and how long ``lab up`` (until every agent syncs and every circuit is measured up) and
+   ``lab down-all`` take.
 
     sudo .venv/bin/python benchmarks/bench_lab_fidelity.py [--scale 0.05] [--json]
 
@@ -206,10 +208,14 @@ def ceiling(seconds: float) -> dict[str, Any]:
     return results
 
 
-def fidelity(scale: float, datagrams: int, seconds: float) -> list[dict[str, Any]]:
+def fidelity(
+    scale: float, datagrams: int, seconds: float
+) -> tuple[list[dict[str, Any]], dict[str, float]]:
     """Per circuit of the three-site lab: RTT, loss and rate, configured vs measured."""
     lab = Lab("ocbench", root=Path(tempfile.mkdtemp()), environ=dict(os.environ))
+    began = time.monotonic()
     lab.up(FABRIC, scale=scale)
+    times = {"up_s": time.monotonic() - began}
     rows = []
     try:
         status = lab.status()
@@ -266,8 +272,10 @@ def fidelity(scale: float, datagrams: int, seconds: float) -> list[dict[str, Any
                 }
             )
     finally:
+        began = time.monotonic()
         lab.down_all()
-    return rows
+        times["down_all_s"] = time.monotonic() - began
+    return rows, times
 
 
 def main() -> None:
@@ -282,9 +290,9 @@ def main() -> None:
     # SIGTERM unwinds like Ctrl-C, so the lab is always torn down
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     ceil = ceiling(5.0)
-    rows = fidelity(args.scale, args.datagrams, args.seconds)
+    rows, times = fidelity(args.scale, args.datagrams, args.seconds)
     if args.json:
-        print(json.dumps({"ceiling": ceil, "circuits": rows}, indent=2))
+        print(json.dumps({"ceiling": ceil, "circuits": rows, "lab": times}, indent=2))
         return
     print("| path | TCP, 1 stream | small UDP datagrams through |")
     print("|---|---|---|")
@@ -307,6 +315,12 @@ def main() -> None:
             f"| {r['loss_1pct_measured']:.2%} | {r['rate_mbit_s']:g} Mbit/s "
             f"| {r['tcp_mbit_s']} Mbit/s | {r['rate_ratio']:.2f} |"
         )
+
+    print()
+    print(
+        f"lab up (until every agent syncs and every circuit is measured up): "
+        f"{times['up_s']:.1f} s; down-all: {times['down_all_s']:.1f} s"
+    )
 
 
 if __name__ == "__main__":

@@ -111,6 +111,7 @@ class Agent:
         self._lease_s = _DEFAULT_LEASE_S
         self._fenced = False
         self._links = links
+        self._polled_at = float("-inf")
 
     # -- one sync ---------------------------------------------------------------------------
 
@@ -205,7 +206,11 @@ class Agent:
                 self._next_sync, (self._last_sync_at or now) + _ATTENTION_INTERVAL_S
             )
         if now < self._next_sync:
-            self._backend.poll()  # reaps exits and escalates overdue stops between syncs
+            # Reap exits and escalate overdue stops between syncs — once a heartbeat, as
+            # before probing made the turns shorter: probes must not multiply backend work.
+            if now - self._polled_at >= self._interval:
+                self._polled_at = now
+                self._backend.poll()
             return min(self._turn(), self._next_sync - now)
         try:
             reply = self.sync_once()

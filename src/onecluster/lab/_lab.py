@@ -332,16 +332,13 @@ class Lab:
             raise ValidationError(msg, hint=f"those that do: {', '.join(c.circuit for c in found)}")
         return [chosen]
 
-    def _emulator(self, state: LabState, circuit: str) -> TunEmulator:
-        record = state.emulators.get(circuit)
+    def _emulator(self, state: LabState, circuit: CircuitPlan) -> TunEmulator:
+        record = state.emulators.get(circuit.circuit)
         if record is None:
-            msg = f"circuit {circuit} has no emulator in this lab"
+            msg = f"circuit {circuit.circuit} has no emulator in this lab"
             raise NotFoundError(msg)
-        return TunEmulator(
-            circuit,
-            record.pid,
-            self.dir / "emulators" / f"c{self._plan(state).circuit(circuit).index}.sock",
-        )
+        control = self.dir / "emulators" / f"c{circuit.index}.sock"
+        return TunEmulator(circuit.circuit, record.pid, control)
 
     def cut(self, a: str, b: str, *, circuit: str | None = None) -> list[str]:
         """Cut every circuit between ``a`` and ``b`` (or just ``circuit``); their names."""
@@ -349,7 +346,7 @@ class Lab:
         state = self._state()
         targets = self._targets(self._plan(state), a, b, circuit)
         for c in targets:
-            self._emulator(state, c.circuit).cut()
+            self._emulator(state, c).cut()
         return [c.circuit for c in targets]
 
     def flap(
@@ -360,7 +357,7 @@ class Lab:
         state = self._state()
         targets = self._targets(self._plan(state), a, b, circuit)
         for c in targets:
-            self._emulator(state, c.circuit).flap(period_s, down_s)
+            self._emulator(state, c).flap(period_s, down_s)
         return [c.circuit for c in targets]
 
     def heal(self, a: str, b: str, *, circuit: str | None = None) -> list[str]:
@@ -374,7 +371,7 @@ class Lab:
         return [c.circuit for c in targets]
 
     def _heal_one(self, plan: LabPlan, state: LabState, c: CircuitPlan) -> None:
-        emulator = self._emulator(state, c.circuit)
+        emulator = self._emulator(state, c)
         if ours(emulator.pid, f"{self.dir}/"):
             emulator.heal()
             return
@@ -395,7 +392,7 @@ class Lab:
             raise ConflictError(msg, hint=f"`onecluster lab up {site}` brings it back")
         cut = []
         for c in plan.of_site(site):
-            emulator = self._emulator(state, c.circuit)
+            emulator = self._emulator(state, c)
             if ours(emulator.pid, f"{self.dir}/"):
                 emulator.cut()
             cut.append(c.circuit)  # healed (or started again, if it had died) by `lab up SITE`
@@ -482,7 +479,7 @@ class Lab:
             emulator: EmulatorStatus | None = None
             problem = ""
             try:
-                emulator = self._emulator(state, c.circuit).status()
+                emulator = self._emulator(state, c).status()
             except PlatformError as exc:
                 problem = exc.message
             circuits.append(

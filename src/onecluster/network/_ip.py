@@ -25,7 +25,6 @@ __all__ = [
     "netns_path",
     "netns_pids",
     "new_netns",
-    "qdisc_available",
     "set_link",
     "set_sysctl",
     "set_tbf",
@@ -208,19 +207,3 @@ def set_tbf(
         ],
         what=f"limit the rate of {name}",
     )
-
-
-def qdisc_available(kind: str, probe_netns: str) -> bool:
-    """Whether the kernel has the queueing discipline ``kind`` (tried on the loopback of a
-    scratch namespace ``probe_netns``, which is deleted again)."""
-    new_netns(probe_netns)
-    try:
-        run(
-            ["tc", "-n", probe_netns, "qdisc", "add", "dev", "lo", "root", kind],
-            what=f"try the {kind} queueing discipline",
-        )
-    except BackendError:
-        return False
-    finally:
-        delete_netns(probe_netns)
-    return True

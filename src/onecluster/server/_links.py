@@ -142,14 +142,23 @@ class LinkBoard:
     def refusals(
         self, site: str, links: Sequence[LinkReport], *, clocked: bool = True
     ) -> list[str]:
-        """Why each report that cannot be taken is refused: a circuit the fabric lacks, one
-        that does not reach ``site``, a circuit reported twice; and samples sent without the
-        agent's clock (``clocked`` false), which cannot be placed in time.  Empty when all
-        are fine."""
-        seen: set[str] = set()
-        found = []
+        """Why reports cannot be taken: a circuit the fabric lacks, one that does not reach
+        ``site``, a circuit reported twice; and samples sent without the agent's clock
+        (``clocked`` false), which cannot be placed in time.  Empty when all are fine."""
+        found = self._sort(site, links)[1]
         if not clocked and any(link.samples for link in links):
-            found.append(f"site {site} sent probe samples without probe_clock_s; they are left out")
+            found.insert(
+                0, f"site {site} sent probe samples without probe_clock_s; they are left out"
+            )
+        return found
+
+    def _sort(self, site: str, links: Sequence[LinkReport]) -> tuple[list[LinkReport], list[str]]:
+        """The reports that can be taken, and why each of the others cannot."""
+        counts = Counter(link.circuit for link in links)
+        usable: list[LinkReport] = []
+        found: list[str] = []
+        seen: set[str] = set()
+        said: set[str] = set()
         for link in links:
             c = self._circuits.get(link.circuit)
             if c is None:
@@ -162,10 +171,14 @@ class LinkBoard:
                     f"site {site} reported probes of circuit {link.circuit} "
                     f"({c.circuit.a}–{c.circuit.b}), which does not reach it"
                 )
-            elif link.circuit in seen:
-                found.append(f"site {site} reported circuit {link.circuit} twice in one sync")
+            elif counts[link.circuit] > 1:  # neither copy is taken; said once, at the second
+                if link.circuit in seen and link.circuit not in said:
+                    said.add(link.circuit)
+                    found.append(f"site {site} reported circuit {link.circuit} twice in one sync")
+            else:
+                usable.append(link)
             seen.add(link.circuit)
-        return found
+        return usable, found
 
     def check(self, site: str, links: Sequence[LinkReport]) -> None:
         """:class:`ValidationError` for the first of :meth:`refusals`."""
@@ -189,16 +202,9 @@ class LinkBoard:
         why to the agent.  ``clock_s`` is the agent's clock when it sent them; without it the
         samples are left out (the endpoints are still taken).
         """
+        links = self._sort(site, links)[0]
         if clock_s is None:
             links = [link.model_copy(update={"samples": []}) for link in links]
-        counts = Counter(link.circuit for link in links)
-        links = [
-            link
-            for link in links
-            if counts[link.circuit] == 1
-            and link.circuit in self._circuits
-            and site in self._circuits[link.circuit].ends
-        ]
         alerts: list[LinkAlert] = []
         with self._lock:
             if service_address is not None:

@@ -9,7 +9,7 @@ A probe not answered within its timeout is lost.  The timeout adapts to the circ
 times its minimum RTT, at least that RTT plus 100 ms, between 50 ms and 1 s (1 s until the
 first reply), so queueing under load is not mistaken for loss; a reply that comes after its
 timeout stretches the timeout to 1.5 × its RTT for a window, so a path that suddenly got
-longer costs one lost probe, not a false outage.  Outcomes are finished in
+longer costs the probes in flight when it changed, not a false outage.  Outcomes are finished in
 sequence order — a lost probe holds back those sent after it until its timeout — so the
 server receives one ordered stream per circuit (:meth:`Prober.pending`).
 
@@ -103,7 +103,7 @@ class _Circuit:
         self.late_at = float("-inf")
 
     def timeout_s(self, now: float) -> float:
-        floor = self.window.figures().rtt_min_s
+        floor = self.window.rtt_floor()
         if floor is None:
             return 1.0
         timeout = max(3 * floor, floor + 0.1, 0.05)

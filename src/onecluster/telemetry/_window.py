@@ -98,6 +98,11 @@ class ProbeWindow:
             count += 1
         return count
 
+    def rtt_floor(self) -> float | None:
+        """The window's minimum RTT (what the probe timeout follows; cheaper than
+        :meth:`figures`, which sorts)."""
+        return min((o.rtt_s for o in self._outcomes if o.rtt_s is not None), default=None)
+
     def figures(self) -> LinkFigures:
         """Loss, RTT and PDV percentiles over the window, and the running jitter."""
         outcomes = list(self._outcomes)
