@@ -99,6 +99,7 @@ def test_sync_body_follows_the_contract(control_plane: Any, start_agent: Any) ->
         "agent_id": loop.agent.agent_id,
         "backend": "local",
         "capacity": {"H100": 8, "A100": 2},
+        "problem": None,
         "attempts": [],
         "logs": [],
         "service_address": None,

@@ -26,10 +26,35 @@ def test_migrate_twice_is_a_no_op_and_records_the_version(tmp_path: Path) -> Non
     migrate(engine)
     with engine.connect() as conn:
         version = conn.execute(text("SELECT version_num FROM alembic_version")).scalar_one()
-    assert version == "0001"
+    assert version == "0002"
     assert {"jobs", "attempts", "tokens", "agents", "job_logs", "events"} <= set(
         inspect(engine).get_table_names()
     )
+    engine.dispose()
+
+
+def test_a_first_version_database_upgrades_in_place_keeping_its_rows(tmp_path: Path) -> None:
+    from alembic import command
+    from alembic.config import Config
+
+    from onecluster.store import _engine
+
+    engine = make_engine(f"sqlite:///{tmp_path / 'old.db'}")
+    config = Config()
+    config.set_main_option("script_location", str(_engine._MIGRATIONS))
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "0001")
+        connection.execute(
+            text(
+                "INSERT INTO agents (site, agent_id, backend, last_heartbeat, capacity, down) "
+                "VALUES ('tokyo', 'a1', 'slurm', 1.0, '{}', 0)"
+            )
+        )
+    migrate(engine)
+    with engine.connect() as conn:
+        row = conn.execute(text("SELECT site, backend, problem FROM agents")).one()
+    assert tuple(row) == ("tokyo", "slurm", None)
     engine.dispose()
 
 

@@ -139,6 +139,7 @@ class Agent:
             agent_id=self.agent_id,
             backend=self._backend.name,
             capacity=dict(self._backend.capacity()),
+            problem=self._backend.problem(),
             attempts=[self._wire(s) for s in statuses],
             logs=list(batch.chunks),
             service_address=self._links.service_address if self._links else None,
@@ -162,6 +163,9 @@ class Agent:
             exit_code=status.exit_code,
             started_at=status.started_at,
             finished_at=status.finished_at,
+            queued=status.queued,
+            expected_start_at=status.expected_start_at,
+            waiting_reason=status.waiting_reason,
         )
 
     def _apply(self, actions: Actions) -> None:

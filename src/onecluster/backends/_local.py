@@ -201,6 +201,10 @@ class LocalBackend:
         """Slots per GPU type, as given at construction."""
         return self._slots.capacity
 
+    def problem(self) -> str | None:
+        """Never any: the machine's own processes always take work (or refuse one attempt)."""
+        return None
+
     def close(self, grace_s: float = 5.0) -> None:
         """SIGTERM every running attempt, SIGKILL what is left after ``grace_s`` real seconds,
         and reap them all.  Blocks for at most about ``grace_s + 5`` seconds.  ``poll`` and

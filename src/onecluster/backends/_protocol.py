@@ -72,6 +72,9 @@ class AttemptStatus:
     ``exit_code`` is set once the attempt has ``exited`` (a process killed by signal N reports
     ``128 + N``, as shells do; a command that could not be started reports 127 or 126).
     A ``lost`` attempt is one the backend can no longer follow; its ``exit_code`` may be None.
+    ``queued``: a running attempt the site's cluster manager holds but has not started yet
+    (``expected_start_at`` is its estimate, ``waiting_reason`` its reason, when it gives them).
+    ``started_at``/``finished_at`` are when it really ran (epoch seconds, the site's clock).
     """
 
     attempt_id: str
@@ -80,6 +83,9 @@ class AttemptStatus:
     exit_code: int | None = None
     started_at: float | None = None
     finished_at: float | None = None
+    queued: bool = False
+    expected_start_at: float | None = None
+    waiting_reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -140,6 +146,11 @@ class ClusterBackend(Protocol):
 
     def capacity(self) -> Mapping[str, int]:
         """GPUs per type that this backend manages (in use or not)."""
+        ...
+
+    def problem(self) -> str | None:
+        """Why the site's cluster cannot take work now (its manager does not answer …), or
+        ``None`` when it can.  The agent reports it; the server then places nothing there."""
         ...
 
     def close(self, grace_s: float = 5.0) -> None:

@@ -15,10 +15,20 @@ preempted by someone other than onecluster, or one the controller forgot, is *lo
 is requeued, not failed).  Stopping sends SIGTERM to the job's steps and, after the grace,
 cancels it.  Capacity is the GRES of the nodes that can run jobs (``sinfo --json``).
 
+A pending job is *queued*: ``squeue``'s start time of a pending job is Slurm's own estimate
+of when it will start (``expected_start_at``) and its state reason (``Resources``,
+``Priority`` …) says why it waits.  ``started_at``/``finished_at`` are Slurm's times, which
+the monthly report counts as the job's GPU-hours.
+
 A controller that does not answer never stops the agent: ``poll`` returns the last statuses
-it saw, ``capacity`` reports nothing (so the scheduler places nothing more here), ``start``
-raises :class:`BackendError` (retried on the next sync), and :attr:`healthy` says so.  When
-Slurm answers again the jobs are followed where they are — none lost, none started twice.
+it saw, ``start`` raises :class:`BackendError` at once (retried on the next sync), and
+:meth:`problem` says why, so the agent reports the site *degraded* and the scheduler places
+nothing more here.  While it is down, Slurm is asked again at most once a second and each
+command gives up after 3 s, so a hung controller cannot stall the agent past its lease.  A
+submission that timed out may have happened all the same: it is followed by its job name,
+and only given up once Slurm answers without it.  When Slurm answers again the jobs are
+followed where they are — none lost, none started twice.  A job Slurm refuses (``sbatch``
+fails) also marks the site degraded, for a minute or until a submission succeeds.
 """
 
 from __future__ import annotations
@@ -51,6 +61,10 @@ _GRACE_UNLISTED_S = 30.0
 _CAPACITY_TTL_S = 5.0
 #: At most one ``squeue`` a second, however often the agent polls.
 _MIN_POLL_S = 1.0
+#: How long a refused submission keeps the site degraded (unless one succeeds first).
+_REFUSED_FOR_S = 60.0
+#: The Slurm job id of a submission that timed out, until ``squeue`` shows it by name.
+_UNKNOWN_ID = 0
 
 
 @dataclass(slots=True, kw_only=True)
@@ -101,6 +115,8 @@ class SlurmBackend:
         self._capacity_at = float("-inf")
         self._polled_at = float("-inf")
         self.healthy = True
+        self._down_reason = ""
+        self._refused: tuple[float, str] | None = None
         self._recover()
 
     @property
@@ -118,6 +134,9 @@ class SlurmBackend:
         if gres not in self._types:
             msg = f"site {self._site} has no {attempt.gpu_type} GPUs in its Slurm cluster"
             raise BackendError(msg)
+        if not self.healthy:
+            msg = f"Slurm of site {self._site} does not answer: {self._down_reason}"
+            raise SlurmUnavailable(msg, hint="the attempt is submitted once Slurm answers")
         path = self._root / attempt.attempt_id
         path.mkdir(parents=True, exist_ok=True)
         script = path / _SCRIPT
@@ -133,7 +152,7 @@ class SlurmBackend:
             "ONECLUSTER_SITE": self._site,
         }
         argv = [
-            f"--job-name=oc-{attempt.attempt_id}",
+            f"--job-name={_job_name(attempt.attempt_id)}",
             f"--gres=gpu:{gres}:{attempt.gpus}",
             f"--cpus-per-task={self._cpus_per_gpu * attempt.gpus}",
             f"--mem={self._mem_per_gpu_mb * attempt.gpus}M",
@@ -144,7 +163,20 @@ class SlurmBackend:
             str(script),
             *attempt.command,
         ]
-        slurm_job_id = self._cli.submit(argv, env=env)
+        try:
+            slurm_job_id = self._cli.submit(argv, env=env)
+        except SlurmUnavailable as exc:
+            self._mark_down(exc)
+            if not exc.maybe_done:
+                raise
+            # sbatch timed out: the job may exist; follow it by name (poll) rather than risk
+            # submitting it twice
+            slurm_job_id = _UNKNOWN_ID
+        except BackendError as exc:
+            self._refused = (time.monotonic(), exc.message)
+            raise
+        else:
+            self._refused = None
         record = _Attempt(
             attempt_id=attempt.attempt_id,
             job_id=attempt.job_id,
@@ -156,7 +188,12 @@ class SlurmBackend:
         self._last[attempt.attempt_id] = AttemptStatus(
             attempt_id=attempt.attempt_id, job_id=attempt.job_id, state=AttemptState.RUNNING
         )
-        _log.info("attempt %s is Slurm job %d", attempt.attempt_id, slurm_job_id)
+        if slurm_job_id == _UNKNOWN_ID:
+            _log.warning(
+                "submitting attempt %s timed out; following it by name", attempt.attempt_id
+            )
+        else:
+            _log.info("attempt %s is Slurm job %d", attempt.attempt_id, slurm_job_id)
 
     def stop(self, attempt_id: str, grace_s: float, reason: str) -> None:
         """SIGTERM the job's steps now (a pending job is cancelled at once); cancel it after
@@ -174,16 +211,23 @@ class SlurmBackend:
             if status.started_at is None:  # still pending: nothing to be graceful with
                 self._cancel(record)
             else:
-                self._cli.cancel(record.slurm_job_id, signal="TERM")
+                self._cli.cancel(self._target(record), signal="TERM")
         except PlatformError as exc:
             _log.warning(
                 "cannot stop Slurm job %d yet (%s): %s", record.slurm_job_id, reason, exc.message
             )
 
     def _cancel(self, record: _Attempt) -> None:
-        self._cli.cancel(record.slurm_job_id)
+        self._cli.cancel(self._target(record))
         record.cancelled = True
         self._save(record)
+
+    @staticmethod
+    def _target(record: _Attempt) -> int | str:
+        """The job to signal: its id, or its name while the id is unknown."""
+        if record.slurm_job_id == _UNKNOWN_ID:
+            return _job_name(record.attempt_id)
+        return record.slurm_job_id
 
     def poll(self) -> list[AttemptStatus]:
         """Every attempt's status from one ``squeue`` call (the last known ones while the
@@ -192,17 +236,26 @@ class SlurmBackend:
             return list(self._last.values())  # the agent polls between syncs: spare slurmctld
         self._polled_at = time.monotonic()
         try:
-            jobs = {j.job_id: j for j in self._cli.jobs()}
+            listed = self._cli.jobs()
         except SlurmUnavailable as exc:
-            if self.healthy:
-                _log.warning("Slurm of site %s does not answer: %s", self._site, exc.message)
-            self.healthy = False
+            self._mark_down(exc)
             return list(self._last.values())
-        if not self.healthy:
-            _log.warning("Slurm of site %s answers again", self._site)
-        self.healthy = True
+        self._mark_up()
+        jobs = {j.job_id: j for j in listed}
+        named = {j.name: j for j in listed}
         now = time.time()
         for attempt_id, record in list(self._attempts.items()):
+            if record.slurm_job_id == _UNKNOWN_ID:
+                found = named.get(_job_name(attempt_id))
+                if found is None and now - record.submitted_at >= _GRACE_UNLISTED_S:
+                    # Slurm answers and never had it: the timed-out submission did not happen
+                    _log.warning("attempt %s was never submitted; starting it afresh", attempt_id)
+                    del self._attempts[attempt_id], self._last[attempt_id]
+                    shutil.rmtree(self._root / attempt_id, ignore_errors=True)
+                    continue
+                if found is not None:
+                    record.slurm_job_id = found.job_id
+                    self._save(record)
             status = self._status(record, jobs.get(record.slurm_job_id), now)
             self._last[attempt_id] = status
             overdue = record.kill_at is not None and now >= record.kill_at
@@ -239,7 +292,12 @@ class SlurmBackend:
         if job.state in _ACTIVE:
             if job.state == "PENDING":  # its start_time is Slurm's estimate, not a start
                 return AttemptStatus(
-                    attempt_id=record.attempt_id, job_id=record.job_id, state=AttemptState.RUNNING
+                    attempt_id=record.attempt_id,
+                    job_id=record.job_id,
+                    state=AttemptState.RUNNING,
+                    queued=True,
+                    expected_start_at=float(job.start_time) if job.start_time else None,
+                    waiting_reason=job.reason if job.reason not in ("", "None") else None,
                 )
             return status(AttemptState.RUNNING)
         if job.state == "COMPLETED":
@@ -266,18 +324,43 @@ class SlurmBackend:
         shutil.rmtree(self._root / attempt_id, ignore_errors=True)
 
     def capacity(self) -> Mapping[str, int]:
-        """GPUs per fabric type on the nodes that can run jobs; none while Slurm is down."""
+        """GPUs per fabric type on the nodes that can run jobs (the last known while Slurm
+        does not answer: the site is degraded then, see :meth:`problem`)."""
         now = time.monotonic()
-        if now - self._capacity_at < _CAPACITY_TTL_S:
+        if now - self._capacity_at < _CAPACITY_TTL_S or not self.healthy:
             return dict(self._capacity)
         try:
             gres = self._cli.gpus()
-        except SlurmUnavailable:
-            self.healthy = False
-            gres = {}
+        except SlurmUnavailable as exc:
+            self._mark_down(exc)
+            return dict(self._capacity)
         self._capacity = {self._types[t]: n for t, n in gres.items() if t in self._types}
         self._capacity_at = now
         return dict(self._capacity)
+
+    def problem(self) -> str | None:
+        """Why this site takes no work now: Slurm does not answer, or refused a job lately."""
+        if not self.healthy:
+            return f"Slurm does not answer: {self._down_reason}"
+        if self._refused is not None:
+            at, why = self._refused
+            if time.monotonic() - at < _REFUSED_FOR_S:
+                return f"Slurm refused a job: {why}"
+            self._refused = None
+        return None
+
+    def _mark_down(self, exc: SlurmUnavailable) -> None:
+        if self.healthy:
+            _log.warning("Slurm of site %s does not answer: %s", self._site, exc.message)
+        self.healthy = False
+        self._down_reason = exc.message
+
+    def _mark_up(self) -> None:
+        if not self.healthy:
+            _log.warning("Slurm of site %s answers again", self._site)
+            self._capacity_at = float("-inf")  # read it afresh
+        self.healthy = True
+        self._down_reason = ""
 
     def close(self, grace_s: float = 5.0) -> None:
         """Cancel every job still running (best effort); idempotent."""
@@ -310,3 +393,8 @@ class SlurmBackend:
             self._last[record.attempt_id] = AttemptStatus(
                 attempt_id=record.attempt_id, job_id=record.job_id, state=AttemptState.RUNNING
             )
+
+
+def _job_name(attempt_id: str) -> str:
+    """The Slurm job name of an attempt (unique: attempt ids are)."""
+    return f"oc-{attempt_id}"

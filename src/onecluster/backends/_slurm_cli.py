@@ -25,7 +25,12 @@ _GRES = re.compile(r"gpu:([A-Za-z0-9_.-]+):(\d+)")
 
 
 class SlurmUnavailable(BackendError):
-    """The site's slurmctld does not answer (down, or too slow)."""
+    """The site's slurmctld does not answer (down, or too slow).
+
+    ``maybe_done``: the command timed out, so Slurm may have carried it out all the same.
+    """
+
+    maybe_done: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -60,7 +65,7 @@ class SlurmCli:
     """Runs Slurm's commands against the cluster of ``slurm_conf``."""
 
     def __init__(
-        self, slurm_conf: Path, *, timeout_s: float = 10.0, environ: Mapping[str, str] | None = None
+        self, slurm_conf: Path, *, timeout_s: float = 3.0, environ: Mapping[str, str] | None = None
     ) -> None:
         self.slurm_conf = slurm_conf
         self._timeout_s = timeout_s
@@ -81,8 +86,10 @@ class SlurmCli:
             msg = f"cannot {what}: {argv[0]} is not installed"
             raise BackendError(msg, hint="install slurm-client (scripts/slurm.sh does)") from exc
         except subprocess.TimeoutExpired as exc:
-            msg = f"cannot {what}: Slurm did not answer within {self._timeout_s:.0f} s"
-            raise SlurmUnavailable(msg, hint="is slurmctld running and reachable?") from exc
+            msg = f"cannot {what}: Slurm did not answer within {self._timeout_s:g} s"
+            slow = SlurmUnavailable(msg, hint="is slurmctld running and reachable?")
+            slow.maybe_done = True
+            raise slow from exc
         if done.returncode != 0:
             said = (done.stderr or done.stdout).strip() or f"exit status {done.returncode}"
             msg = f"cannot {what}: `{' '.join(argv[:2])} …` said: {said}"
@@ -147,9 +154,11 @@ class SlurmCli:
                 found[gpu_type] = found.get(gpu_type, 0) + count
         return found
 
-    def cancel(self, job_id: int, *, signal: str | None = None) -> None:
-        """``scancel`` the job (with ``signal``: only signal it, ``--full`` batch and steps)."""
+    def cancel(self, job: int | str, *, signal: str | None = None) -> None:
+        """``scancel`` the job, by id or by name (with ``signal``: only signal it, ``--full``
+        batch and steps)."""
         argv = ["scancel"]
         if signal is not None:
             argv += [f"--signal={signal}", "--full"]
-        self._run([*argv, str(job_id)], f"cancel Slurm job {job_id}")
+        argv += [str(job)] if isinstance(job, int) else [f"--name={job}"]
+        self._run(argv, f"cancel Slurm job {job}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from onecluster.cli._config import open_client
@@ -42,7 +43,8 @@ def sites(
             site.region,
             site.jurisdiction,
             site.backend,
-            f"[{colours.get(status, 'yellow')}]{status}[/]",
+            f"[{colours.get(status, 'yellow')}]{status}[/]"
+            + (f"\n{escape(site.problem)}" if site.problem else ""),
             format_age(site.last_heartbeat),
             pools,
         )

@@ -60,7 +60,8 @@ class PassState:
         self.ledger = ledger
         self.view = view
         self.now = now
-        self.pools = tuple(p for p in pools if p.site not in view.down_sites)
+        shut = view.down_sites | view.closed_sites
+        self.pools = tuple(p for p in pools if p.site not in shut)
         self.count = {p.key: min(p.count, view.capacity.get(p.key, p.count)) for p in self.pools}
         self.free = {
             p.key: max(self.count[p.key] - ledger.used.get(p.key, 0), 0) for p in self.pools

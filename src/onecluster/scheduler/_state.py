@@ -61,10 +61,13 @@ class ClusterView:
     ``circuit_load`` maps a circuit name to the fraction of its capacity in use.
     ``capacity`` maps a pool (site, GPU type) to the GPUs its site reports it really has when
     that is fewer than the fabric declares (GPUs out of service, a smaller test cluster).
+    ``closed_sites`` are up but take no new work (their cluster manager is degraded): their
+    running work stays, their circuits still carry traffic.
     """
 
     running: Iterable[Allocation] = ()
     down_sites: frozenset[str] = frozenset()
+    closed_sites: frozenset[str] = frozenset()
     replicas: Mapping[str, frozenset[str]] = field(default_factory=lambda: MappingProxyType({}))
     circuit_load: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     capacity: Mapping[tuple[str, str], int] = field(default_factory=lambda: MappingProxyType({}))

@@ -12,7 +12,13 @@ __all__ = ["AgentSync", "AgentSyncReply", "AttemptReport", "DesiredAttempt", "Lo
 
 
 class AttemptReport(BaseModel):
-    """One attempt as the agent sees it; ``exited`` carries ``exit_code``."""
+    """One attempt as the agent sees it; ``exited`` carries ``exit_code``.
+
+    ``queued``: the site's cluster manager (Slurm, Kubernetes) holds it but has not started
+    it yet — still ``running`` for onecluster, with the manager's ``expected_start_at`` and
+    ``waiting_reason`` when it gives them.  ``started_at``/``finished_at`` are when it really
+    ran, by the site's clock (epoch seconds): GPU-hours count that span.
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -20,8 +26,11 @@ class AttemptReport(BaseModel):
     job_id: str
     state: Literal["running", "exited", "lost"]
     exit_code: int | None = None
-    started_at: float | None = None
-    finished_at: float | None = None
+    started_at: float | None = Field(default=None, allow_inf_nan=False)
+    finished_at: float | None = Field(default=None, allow_inf_nan=False)
+    queued: bool = False
+    expected_start_at: float | None = Field(default=None, allow_inf_nan=False)
+    waiting_reason: str | None = Field(default=None, max_length=500)
 
 
 class LogChunkIn(BaseModel):
@@ -42,6 +51,9 @@ class AgentSync(BaseModel):
     agent_id: str = Field(min_length=1)
     backend: str = "local"
     capacity: dict[str, int] = Field(default_factory=dict)
+    #: Why the site's cluster cannot take work now (its manager does not answer, refuses
+    #: jobs …): the site is *degraded*, nothing new is placed there.  ``None``: it can.
+    problem: str | None = Field(default=None, max_length=2000)
     attempts: list[AttemptReport] = Field(default_factory=list)
     logs: list[LogChunkIn] = Field(default_factory=list)
     #: The site's own address for traffic from other sites (routes point at it), if any.

@@ -28,14 +28,17 @@ class SiteOut(BaseModel):
     """A site, its agent's status and its pools.
 
     ``status`` is ``unknown`` until the site's agent first syncs, ``down`` once it has not
-    synced for ``agent_timeout_s``.
+    synced for ``agent_timeout_s``, ``degraded`` while its agent reports that the site's
+    cluster cannot take work (``problem`` says why): nothing new is placed there, what runs
+    there keeps running.
     """
 
     name: str
     region: str
     jurisdiction: str
     backend: str
-    status: Literal["up", "down", "unknown"]
+    status: Literal["up", "degraded", "down", "unknown"]
+    problem: str | None = None
     last_heartbeat: float | None
     pools: list[PoolOut]
 

@@ -97,6 +97,8 @@ class JobOut(BaseModel):
     preemptions: int
     exit_code: int | None
     reason: str | None
+    #: While the site's cluster manager queues it: when that expects to start it.
+    expected_start_at: float | None = None
 
 
 class LogsOut(BaseModel):

@@ -198,7 +198,7 @@ class ControlPlane:
         now = self.clock.now()
         records = []
         for attempt, team in self.store.usage(period.start, period.end):
-            finished = attempt.finished_at if attempt.finished_at is not None else now
+            started, finished = attempt.billed_span(now)
             records.append(
                 UsageRecord(
                     job_id=attempt.job_id,
@@ -206,8 +206,8 @@ class ControlPlane:
                     site=attempt.site,
                     gpu_type=attempt.gpu_type,
                     gpus=attempt.gpus,
-                    started_at=attempt.started_at,
-                    finished_at=max(finished, attempt.started_at),
+                    started_at=started,
+                    finished_at=finished,
                     cost_per_gpu_hour=attempt.cost_per_gpu_hour,
                     borrowed=attempt.borrowed,
                     waited_s=attempt.waited_s,

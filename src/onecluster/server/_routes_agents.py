@@ -24,8 +24,18 @@ def sync(site: str, body: AgentSync, control: Control, caller: Caller) -> AgentS
         agent_id=body.agent_id,
         backend=body.backend,
         capacity=dict(body.capacity),
+        problem=body.problem,
         attempts=tuple(
-            AgentReport(attempt_id=a.attempt_id, state=a.state, exit_code=a.exit_code)
+            AgentReport(
+                attempt_id=a.attempt_id,
+                state=a.state,
+                exit_code=a.exit_code,
+                queued=a.queued,
+                expected_start_at=a.expected_start_at,
+                waiting_reason=a.waiting_reason,
+                started_at=a.started_at,
+                finished_at=a.finished_at,
+            )
             for a in body.attempts
         ),
         logs=tuple(

@@ -33,7 +33,7 @@ __all__ = [
     "teams_out",
 ]
 
-SiteStatus = Literal["up", "down", "unknown"]
+SiteStatus = Literal["up", "degraded", "down", "unknown"]
 
 #: Jobs holding GPUs now, each with its active attempts.
 Running = Sequence[tuple[JobRecord, Sequence[AttemptRecord]]]
@@ -64,6 +64,7 @@ def job_out(job: JobRecord) -> JobOut:
         preemptions=job.preemptions,
         exit_code=job.exit_code,
         reason=job.reason,
+        expected_start_at=job.expected_start_at,
     )
 
 
@@ -90,11 +91,14 @@ def desired_attempt(a: Assignment, *, grace_s: float) -> DesiredAttempt:
 
 
 def site_status(record: SiteRecord | None, *, now: float, timeout_s: float) -> SiteStatus:
-    """``unknown`` before the first sync; ``down`` when marked or silent too long; else ``up``."""
+    """``unknown`` before the first sync; ``down`` when marked or silent too long; ``degraded``
+    while its agent says the site's cluster cannot take work; else ``up``."""
     if record is None:
         return "unknown"
     if record.down or now - record.last_heartbeat > timeout_s:
         return "down"
+    if record.problem is not None:
+        return "degraded"
     return "up"
 
 
@@ -113,11 +117,11 @@ def cluster_view(
     A site whose agent never synced counts as down: nothing could run there.
     """
     by_site = {s.site: s for s in sites}
-    down = frozenset(
-        name
-        for name in fabric.site_names
-        if site_status(by_site.get(name), now=now, timeout_s=timeout_s) != "up"
-    )
+    status = {
+        n: site_status(by_site.get(n), now=now, timeout_s=timeout_s) for n in fabric.site_names
+    }
+    down = frozenset(n for n, s in status.items() if s in ("down", "unknown"))
+    closed = frozenset(n for n, s in status.items() if s == "degraded")
     allocations = []
     for job, attempts in running:
         started = min(a.started_at for a in attempts)
@@ -141,6 +145,7 @@ def cluster_view(
     return ClusterView(
         running=tuple(allocations),
         down_sites=down,
+        closed_sites=closed,
         replicas=replicas,
         capacity=_reported_capacity(fabric, by_site),
         circuit_load=MappingProxyType(dict(circuit_load or {})),
@@ -193,6 +198,7 @@ def sites_out(
                 jurisdiction=site.jurisdiction,
                 backend=site.backend,
                 status=status,
+                problem=None if record is None else record.problem,
                 last_heartbeat=None if record is None else record.last_heartbeat,
                 pools=[
                     PoolOut(

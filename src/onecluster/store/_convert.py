@@ -37,6 +37,7 @@ def job_record(row: JobRow) -> JobRecord:
         parts=tuple(
             SitePart(site=p["site"], gpu_type=p["gpu_type"], gpus=int(p["gpus"])) for p in row.parts
         ),
+        expected_start_at=row.expected_start_at,
     )
 
 
@@ -59,6 +60,8 @@ def attempt_record(row: AttemptRow) -> AttemptRecord:
         waited_s=row.waited_s,
         cost_per_gpu_hour=row.cost_per_gpu_hour,
         cost=row.cost,
+        ran_from=row.ran_from,
+        ran_until=row.ran_until,
     )
 
 
@@ -71,6 +74,7 @@ def site_record(row: AgentRow) -> SiteRecord:
         last_heartbeat=row.last_heartbeat,
         capacity=dict(row.capacity),
         down=row.down,
+        problem=row.problem,
     )
 
 

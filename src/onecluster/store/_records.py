@@ -71,6 +71,8 @@ class JobRecord:
     preemptions: int
     borrowed: bool
     parts: tuple[SitePart, ...]
+    #: While the site's cluster manager queues it: when it expects to start it, if it says.
+    expected_start_at: float | None = None
 
     def spec(self) -> JobSpec:
         """The job's spec, as submitted."""
@@ -109,6 +111,18 @@ class AttemptRecord:
     waited_s: float
     cost_per_gpu_hour: float
     cost: float
+    ran_from: float | None = None
+    ran_until: float | None = None
+
+    def billed_span(self, now: float) -> tuple[float, float]:
+        """The span its GPUs count for in reports: when it really ran under the site's
+        cluster manager where the agent said so, else from its start by onecluster to its end
+        (``now`` for one still active)."""
+        start = self.ran_from if self.ran_from is not None else self.started_at
+        end = self.ran_until if self.ran_until is not None else self.finished_at
+        if end is None:
+            end = now
+        return start, max(end, start)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -121,6 +135,8 @@ class SiteRecord:
     last_heartbeat: float
     capacity: Mapping[str, int]
     down: bool
+    #: Why the site's cluster cannot take work now; the site is degraded while it is set.
+    problem: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -175,11 +191,21 @@ class PreemptOrder:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AgentReport:
-    """One attempt as an agent sees it."""
+    """One attempt as an agent sees it.
+
+    ``queued``: the site's cluster manager holds it but has not started it (it may say when
+    it expects to, ``expected_start_at``, and why it waits, ``waiting_reason``).
+    ``started_at``/``finished_at``: when it really ran, by the site's clock.
+    """
 
     attempt_id: str
     state: Literal["running", "exited", "lost"]
     exit_code: int | None = None
+    queued: bool = False
+    expected_start_at: float | None = None
+    waiting_reason: str | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -200,6 +226,8 @@ class SyncReport:
     capacity: Mapping[str, int] = field(default_factory=dict)
     attempts: tuple[AgentReport, ...] = ()
     logs: tuple[LogChunk, ...] = ()
+    #: Why the site's cluster cannot take work now (``None``: it can).
+    problem: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -24,6 +24,9 @@ from onecluster.store._transitions import (
 
 __all__ = ["START_TIMEOUT_S", "expire_site", "record_sync"]
 
+#: How a job's ``reason`` begins while the site's cluster manager queues it.
+_QUEUED = "queued by the cluster manager at "
+
 #: How long an attempt may wait for its agent to start it before it counts as lost.
 START_TIMEOUT_S = 120.0
 
@@ -43,6 +46,7 @@ def record_sync(session: Session, site: str, report: SyncReport, now: float) -> 
             last_heartbeat=now,
             capacity=dict(report.capacity),
             down=False,
+            problem=None,
         )
         session.add(agent)
         event(session, now, "site_up", f"site {site} is up (agent {report.agent_id})")
@@ -54,6 +58,7 @@ def record_sync(session: Session, site: str, report: SyncReport, now: float) -> 
         agent.last_heartbeat = now
         agent.capacity = dict(report.capacity)
         agent.down = False
+    _note_problem(session, agent, report.problem, now)
 
     reported = {r.attempt_id: r for r in report.attempts}
     # Lock the jobs first, then (re)read their attempts: every attempt change happens under
@@ -69,7 +74,7 @@ def record_sync(session: Session, site: str, report: SyncReport, now: float) -> 
     }
     touched: set[str] = set()
     for attempt in known.values():
-        if _apply(attempt, reported.get(attempt.id), now):
+        if _apply(attempt, jobs[attempt.job_id], reported.get(attempt.id), now):
             touched.add(attempt.job_id)
     for job_id in sorted(touched):
         settle_job(session, jobs[job_id], now)
@@ -83,11 +88,25 @@ def _job_ids_of(site: str, attempt_ids: list[str]) -> Select[str]:
     return select(AttemptRow.job_id).where(AttemptRow.site == site, mine).distinct()
 
 
-def _apply(attempt: AttemptRow, report: AgentReport | None, now: float) -> bool:
+def _note_problem(session: Session, agent: AgentRow, problem: str | None, now: float) -> None:
+    """Record (and announce, on change) that the site's cluster cannot take work, or can again."""
+    problem = problem[:2000] if problem else None
+    if problem == agent.problem:
+        return
+    if problem is not None and agent.problem is None:
+        event(session, now, "site_degraded", f"site {agent.site} is degraded: {problem}")
+    elif problem is None:
+        event(session, now, "site_recovered", f"site {agent.site} takes work again")
+    agent.problem = problem
+
+
+def _apply(attempt: AttemptRow, job: JobRow, report: AgentReport | None, now: float) -> bool:
     """Apply one report to one attempt; whether its job may need settling."""
     state = AttemptState(attempt.state)
     if state in (AttemptState.EXITED, AttemptState.LOST):
         return False
+    if report is not None:
+        _note_times(attempt, job, report, now)
     if report is None:
         if state in (AttemptState.RUNNING, AttemptState.STOPPING):
             end_attempt(attempt, AttemptState.LOST, None, now)
@@ -99,7 +118,7 @@ def _apply(attempt: AttemptRow, report: AgentReport | None, now: float) -> bool:
             return True
         return False
     if report.state == "running":
-        if state is AttemptState.STARTING:
+        if state is AttemptState.STARTING and not report.queued:
             attempt.state = AttemptState.RUNNING
         return False
     if report.state == "exited":
@@ -107,6 +126,23 @@ def _apply(attempt: AttemptRow, report: AgentReport | None, now: float) -> bool:
     else:
         end_attempt(attempt, AttemptState.LOST, None, now)
     return True
+
+
+def _note_times(attempt: AttemptRow, job: JobRow, report: AgentReport, now: float) -> None:
+    """Keep when the attempt really ran (inside onecluster's own span of it) and, while the
+    site's cluster manager queues it, when that expects to start it."""
+    if report.started_at is not None and attempt.ran_from is None and not report.queued:
+        attempt.ran_from = min(max(report.started_at, attempt.started_at), now)
+    if report.finished_at is not None and attempt.ran_from is not None:
+        attempt.ran_until = min(max(report.finished_at, attempt.ran_from), now)
+    if report.queued and report.state == "running":
+        job.expected_start_at = report.expected_start_at
+        where = _QUEUED + attempt.site
+        job.reason = f"{where}: {report.waiting_reason}" if report.waiting_reason else where
+        return
+    job.expected_start_at = None
+    if (job.reason or "").startswith(_QUEUED):
+        job.reason = None
 
 
 def _append_logs(session: Session, site: str, chunks: tuple[LogChunk, ...]) -> None:

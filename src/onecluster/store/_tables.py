@@ -49,6 +49,8 @@ class JobRow(Base):
     borrowed: Mapped[bool] = mapped_column(default=False)
     parts: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
     log_size: Mapped[int] = mapped_column(default=0)
+    #: While the site's cluster manager queues the job: when it expects to start it.
+    expected_start_at: Mapped[float | None] = mapped_column(default=None)
 
 
 class AttemptRow(Base):
@@ -78,6 +80,10 @@ class AttemptRow(Base):
     cost_per_gpu_hour: Mapped[float]
     cost: Mapped[float] = mapped_column(default=0.0)
     log_size: Mapped[int] = mapped_column(default=0)
+    #: When the job really ran under the site's cluster manager (its own clock, kept inside
+    #: ``started_at``…``finished_at``); GPU-hours and cost count this span when known.
+    ran_from: Mapped[float | None] = mapped_column(default=None)
+    ran_until: Mapped[float | None] = mapped_column(default=None)
 
 
 class TokenRow(Base):
@@ -105,6 +111,8 @@ class AgentRow(Base):
     last_heartbeat: Mapped[float]
     capacity: Mapped[dict[str, int]] = mapped_column(JSON)
     down: Mapped[bool] = mapped_column(default=False)
+    #: Why the site's cluster cannot take work now (its agent says so): the site is degraded.
+    problem: Mapped[str | None] = mapped_column(Text, default=None)
 
 
 class LogRow(Base):

@@ -107,11 +107,19 @@ def start(session: Session, job: JobRow, order: StartOrder, now: float) -> bool:
 def end_attempt(
     attempt: AttemptRow, state: AttemptState, exit_code: int | None, now: float
 ) -> None:
-    """Mark ``attempt`` exited or lost at ``now`` and price the GPU time it held."""
+    """Mark ``attempt`` exited or lost at ``now`` and price the GPU time it held: the span it
+    really ran under the site's cluster manager when its agent reported one, else from its
+    start by onecluster to ``now``."""
     attempt.state = state
     attempt.exit_code = exit_code
     attempt.finished_at = now
-    hours = max(0.0, now - attempt.started_at) / 3600.0
+    if attempt.ran_from is not None:
+        start = attempt.ran_from
+        end = attempt.ran_until if attempt.ran_until is not None else now
+        attempt.ran_until = min(max(end, start), now)
+        hours = (attempt.ran_until - start) / 3600.0
+    else:
+        hours = max(0.0, now - attempt.started_at) / 3600.0
     attempt.cost = hours * attempt.gpus * attempt.cost_per_gpu_hour
 
 
