@@ -36,9 +36,7 @@ def test_pools_come_from_the_fabric_file() -> None:
     [
         ({}, "either directly or through a fabric file"),
         ({"pools": {"H100": 1}, "fabric_path": FABRIC}, "either directly"),
-        ({"pools": {"H100": 1}, "backend": "kubernetes"}, "not available in this agent"),
-        ({"pools": {"H100": 1}, "backend": "slurm"}, "needs --slurm-conf"),
-        ({"pools": {"H100": 1}, "slurm_conf": Path("/etc/slurm.conf")}, "needs --slurm-conf"),
+        ({"pools": {"H100": 1}, "backend": "nomad"}, "not available in this agent"),
         ({"pools": {"H100": 1}, "server_url": "localhost:8000"}, "must start with http"),
         ({"pools": {"H100": 1}, "heartbeat_interval_s": 0}, "heartbeat interval"),
     ],
@@ -46,6 +44,31 @@ def test_pools_come_from_the_fabric_file() -> None:
 def test_bad_configs_are_refused(fields: dict[str, Any], match: str) -> None:
     with pytest.raises(ValidationError, match=match):
         config(**fields)
+
+
+@pytest.mark.parametrize(
+    ("fields", "match"),
+    [
+        ({"backend": "slurm"}, "needs --slurm-conf"),
+        ({"slurm_conf": Path("/etc/slurm.conf")}, "needs --slurm-conf"),
+        ({"fabric_path": FABRIC, "site": "metro-north", "backend": "slurm"}, "runs local"),
+    ],
+)
+def test_backend_options_that_do_not_fit_are_refused(fields: dict[str, Any], match: str) -> None:
+    base: dict[str, Any] = {} if "fabric_path" in fields else {"pools": {"H100": 1}}
+    with pytest.raises(ValidationError, match=match):
+        config(**base, **fields).resolved_backend()
+
+
+def test_the_backend_is_the_fabric_sites_unless_named(tmp_path: Path) -> None:
+    assert config(pools={"H100": 1}).resolved_backend() == "local"
+    assert config(site="metro-north", fabric_path=FABRIC).resolved_backend() == "local"
+    mixed = Path(__file__).parents[2] / "examples" / "fabrics" / "three-site-slurm.yaml"
+    conf = tmp_path / "slurm.conf"
+    cfg = config(site="tokyo", fabric_path=mixed, slurm_conf=conf)
+    assert cfg.resolved_backend() == "slurm"
+    with pytest.raises(ValidationError, match="not available in this agent"):
+        config(pools={"H100": 1}, backend="kubernetes")
 
 
 def test_work_dir_defaults_under_the_home_directory(monkeypatch: pytest.MonkeyPatch) -> None:

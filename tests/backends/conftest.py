@@ -31,5 +31,24 @@ def slurm_clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[st
         subprocess.run([script, "stop"], env=env, timeout=60, check=False)
         pytest.fail(f"scripts/slurm.sh start failed:\n{done.stderr}")
     confs = {line.split()[0]: Path(line.split()[1]) for line in done.stdout.splitlines()}
+    pids = set(_daemon_pids(base))
     yield confs
+    pids |= set(_daemon_pids(base))  # a test may have restarted one
     subprocess.run([script, "stop"], env=env, timeout=60, check=True)
+    alive = sorted(pid for pid in pids if _alive(pid))
+    assert not alive, f"Slurm daemons still running after scripts/slurm.sh stop: {alive}"
+    assert not base.exists() or not any(base.iterdir()), f"{base} left behind"
+
+
+def _daemon_pids(base: Path) -> list[int]:
+    """The PIDs of every slurmctld and slurmd the clusters under ``base`` run."""
+    return [int(p.read_text()) for p in sorted(base.glob("*/slurm*.pid"))]
+
+
+def _alive(pid: int) -> bool:
+    """Running: a zombie waiting for its parent to reap it counts as gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -101,9 +103,16 @@ def test_gres_is_really_scheduled_a_job_beyond_free_gpus_waits(shanghai: SlurmBa
     shanghai.start(spec("s4", ("sleep", "30"), gpu_type="A100", gpus=2))
     wait_for(shanghai, lambda s: s["s4"].started_at is not None)
     shanghai.start(spec("s5", ("true",), gpu_type="A100", gpus=1))
-    time.sleep(1.5)
-    status = {s.attempt_id: s for s in shanghai.poll()}["s5"]
+    # queued, saying why in Slurm's own words, with the backfill scheduler's estimate of
+    # when it starts (once it has looked: bf_interval in scripts/slurm.sh)
+    status = wait_for(
+        shanghai,
+        lambda s: s["s5"].waiting_reason is not None and s["s5"].expected_start_at is not None,
+    )["s5"]
     assert status.state is AttemptState.RUNNING and status.started_at is None  # pending in Slurm
+    assert status.queued and status.waiting_reason == "Resources"
+    assert status.expected_start_at is not None and status.expected_start_at >= time.time() - 5
+    assert shanghai.problem() is None  # waiting for GPUs is not a problem of the site
     shanghai.stop("s4", 0.0, "make room")
     wait_for(shanghai, lambda s: s["s5"].state is AttemptState.EXITED)
 
@@ -136,3 +145,27 @@ def test_a_controller_that_is_down_keeps_the_last_statuses(tmp_path: Path) -> No
     with pytest.raises(BackendError):
         backend.start(spec("n1", ("true",), gpu_type="H100"))
     assert backend.poll() == []
+    problem = backend.problem()
+    assert problem is not None and problem.startswith("Slurm does not answer")
+
+
+def scontrol(conf: Path, *args: str) -> None:
+    env = {**os.environ, "SLURM_CONF": str(conf)}
+    subprocess.run(["scontrol", *args], env=env, check=True, timeout=30)
+
+
+def test_a_job_slurm_refuses_degrades_the_site_until_one_is_taken(
+    shanghai: SlurmBackend, slurm_clusters: dict[str, Path]
+) -> None:
+    # an admin closed the partition: sbatch refuses every job
+    scontrol(slurm_clusters["shanghai"], "update", "PartitionName=gpu", "State=INACTIVE")
+    try:
+        with pytest.raises(BackendError, match="partition not available"):
+            shanghai.start(spec("r1", ("true",), gpu_type="A100"))
+    finally:
+        scontrol(slurm_clusters["shanghai"], "update", "PartitionName=gpu", "State=UP")
+    problem = shanghai.problem()
+    assert problem is not None and problem.startswith("Slurm refused a job"), problem
+    shanghai.start(spec("r2", ("true",), gpu_type="A100"))
+    assert shanghai.problem() is None
+    wait_for(shanghai, lambda s: s["r2"].state is AttemptState.EXITED)

@@ -121,3 +121,51 @@ def test_openapi_lists_every_route_of_the_contract(server: RunningServer) -> Non
         "/api/v1/routes",
         "/api/v1/events",
     }
+
+
+def test_a_degraded_site_is_shown_with_its_problem_and_gets_no_new_work(
+    server: RunningServer,
+) -> None:
+    server.sync("singapore", problem="Slurm does not answer: squeue timed out after 3 s")
+    server.sync("tokyo")
+    site = {s.name: s for s in server.admin().sites()}["singapore"]
+    assert (site.status, site.problem) == (
+        "degraded",
+        "Slurm does not answer: squeue timed out after 3 s",
+    )
+    job = server.admin().submit(
+        JobSubmit(team="vision", gpus=8, duration_s=60.0, gpu_types=["H100"])
+    )
+    server.step()
+    # singapore (vision's cheaper H100s) is passed over while degraded
+    assert server.sync("singapore", problem="Slurm does not answer").attempts == []
+    [run] = server.sync("tokyo").attempts
+    assert run.job_id == job.id
+    # it recovers: shown up again, and takes the next job
+    server.sync("singapore")
+    assert {s.name: s for s in server.admin().sites()}["singapore"].status == "up"
+    server.admin().submit(JobSubmit(team="vision", gpus=8, duration_s=60.0, gpu_types=["H100"]))
+    server.step()
+    assert len(server.sync("singapore").attempts) == 1
+
+
+def test_a_job_queued_by_the_sites_cluster_manager_shows_when_it_should_start(
+    server: RunningServer,
+) -> None:
+    server.sync("singapore")
+    job_id = server.admin().submit(JobSubmit(team="vision", gpus=8, duration_s=60.0)).id
+    server.step()
+    [run] = server.sync("singapore").attempts
+    queued = AttemptReport(
+        attempt_id=run.attempt_id,
+        job_id=job_id,
+        state="running",
+        queued=True,
+        expected_start_at=server.clock.now() + 600,
+        waiting_reason="Priority",
+    )
+    server.sync("singapore", queued)
+    job = server.admin().job(job_id)
+    assert job.expected_start_at == server.clock.now() + 600
+    assert job.reason == "queued by the cluster manager at singapore: Priority"
+    assert job.state == "running"  # placed: onecluster's part is done, the site's is not

@@ -151,3 +151,69 @@ def test_log_chunks_are_stored_once_and_read_from_an_offset(store: Store) -> Non
     assert store.logs(job_id) == (len("hello world\n"), "hello world\n")
     assert store.logs(job_id, offset=6) == (12, "world\n")
     assert store.logs(job_id, offset=12) == (12, "")
+
+
+def test_a_queued_attempt_stays_starting_and_the_job_says_why_and_when(store: Store) -> None:
+    job_id, attempt_id = running_job(store)
+    queued = AgentReport(
+        attempt_id=attempt_id,
+        state="running",
+        queued=True,
+        expected_start_at=900.0,
+        waiting_reason="Resources",
+    )
+    store.sync("tokyo", report(queued), now=10.0)
+    assert store.attempts(job_id)[0].state is AttemptState.STARTING
+    job = store.job(job_id)
+    assert job.expected_start_at == 900.0
+    assert job.reason == "queued by the cluster manager at tokyo: Resources"
+    # once it runs, neither is left behind
+    running = AgentReport(attempt_id=attempt_id, state="running", started_at=20.0)
+    store.sync("tokyo", report(running), now=30.0)
+    assert store.attempts(job_id)[0].state is AttemptState.RUNNING
+    job = store.job(job_id)
+    assert (job.expected_start_at, job.reason) == (None, None)
+
+
+def test_gpu_hours_count_when_the_cluster_manager_really_ran_the_attempt(store: Store) -> None:
+    job_id, attempt_id = running_job(store, now=0.0)
+    # queued under Slurm for 20 min, ran 30 min, reported 10 min after it ended
+    queued = AgentReport(attempt_id=attempt_id, state="running", queued=True)
+    store.sync("tokyo", report(queued), now=60.0)
+    ran = AgentReport(attempt_id=attempt_id, state="running", started_at=1200.0)
+    store.sync("tokyo", report(ran), now=1300.0)
+    done = AgentReport(
+        attempt_id=attempt_id, state="exited", exit_code=0, started_at=1200.0, finished_at=3000.0
+    )
+    store.sync("tokyo", report(done), now=3600.0)
+    [attempt] = store.attempts(job_id)
+    assert (attempt.ran_from, attempt.ran_until) == (1200.0, 3000.0)
+    assert attempt.billed_span(now=9999.0) == (1200.0, 3000.0)
+    assert attempt.cost == 8 * 3.0 * 0.5  # 8 GPUs for half an hour at 3.0
+
+
+def test_times_from_the_cluster_manager_are_kept_inside_onecluster_own_span(
+    store: Store,
+) -> None:
+    # a site clock 1 h ahead, or behind: never bill before the start or after now
+    job_id, attempt_id = running_job(store, now=100.0)
+    early = AgentReport(attempt_id=attempt_id, state="running", started_at=-3600.0)
+    store.sync("tokyo", report(early), now=200.0)
+    late = AgentReport(
+        attempt_id=attempt_id, state="exited", exit_code=0, started_at=-3600.0, finished_at=9e9
+    )
+    store.sync("tokyo", report(late), now=400.0)
+    [attempt] = store.attempts(job_id)
+    assert (attempt.ran_from, attempt.ran_until) == (100.0, 400.0)
+
+
+def test_a_site_with_a_problem_is_degraded_once_and_recovers_once(store: Store) -> None:
+    problem = SyncReport(agent_id="a1", capacity={"H100": 16}, problem="Slurm does not answer")
+    store.sync("tokyo", problem, now=1.0)
+    store.sync("tokyo", problem, now=2.0)
+    [site] = store.sites()
+    assert (site.down, site.problem) == (False, "Slurm does not answer")
+    store.sync("tokyo", report(), now=3.0)
+    assert store.sites()[0].problem is None
+    kinds = [e.kind for e in store.events(kind_prefix="site_")]
+    assert kinds == ["site_up", "site_degraded", "site_recovered"]

@@ -38,7 +38,7 @@ class AgentConfig:
     site: str
     server_url: str
     token: str
-    backend: str = "local"
+    backend: str | None = None
     pools: Mapping[str, int] | None = None
     fabric_path: Path | None = None
     work_dir: Path | None = None
@@ -62,7 +62,7 @@ class AgentConfig:
         if not self.server_url.startswith(("http://", "https://")):
             msg = f"server URL {self.server_url!r} must start with http:// or https://"
             raise ValidationError(msg)
-        if self.backend not in _BACKENDS:
+        if self.backend is not None and self.backend not in _BACKENDS:
             msg = (
                 f"backend {self.backend!r} is not available in this agent; "
                 f"use one of {', '.join(_BACKENDS)}"
@@ -85,11 +85,6 @@ class AgentConfig:
         if self.log_chunk_bytes < 1024:
             msg = f"log chunks must allow at least 1024 bytes (got {self.log_chunk_bytes})"
             raise ValidationError(msg)
-        if (self.backend == "slurm") != (self.slurm_conf is not None):
-            msg = "the slurm backend needs --slurm-conf (and only it takes one)"
-            raise ValidationError(
-                msg, hint="e.g. --backend slurm --slurm-conf /etc/slurm/slurm.conf"
-            )
         self._check_links()
 
     def _check_links(self) -> None:
@@ -130,6 +125,37 @@ class AgentConfig:
             msg = f"site {self.site!r} is not in the fabric file {self.fabric_path}"
             raise NotFoundError(msg, hint=f"its sites: {', '.join(fabric.site_names)}")
         return {p.gpu_type: p.count for p in fabric.site(self.site).pools}
+
+    def resolved_backend(self) -> str:
+        """The backend to run: ``backend``, else the fabric's for the site, else ``local``.
+
+        Raises :class:`ValidationError` when it contradicts the fabric file, or lacks (or is
+        given) options it does not take (``--slurm-conf`` goes with Slurm only).
+        """
+        named = None
+        if self.fabric_path is not None:
+            fabric = load_fabric(self.fabric_path)
+            if fabric.has_site(self.site):
+                named = fabric.site(self.site).backend
+        if self.backend is not None and named is not None and self.backend != named:
+            msg = (
+                f"site {self.site} runs {named} in the fabric file {self.fabric_path}; "
+                f"the agent was asked for --backend {self.backend}"
+            )
+            raise ValidationError(msg, hint="drop --backend, or fix the site's backend")
+        backend = self.backend or named or "local"
+        if backend not in _BACKENDS:
+            msg = (
+                f"site {self.site} runs {backend} in the fabric file {self.fabric_path}; "
+                f"this agent drives {', '.join(_BACKENDS)}"
+            )
+            raise ValidationError(msg)
+        if (backend == "slurm") != (self.slurm_conf is not None):
+            msg = "the slurm backend needs --slurm-conf (and only it takes one)"
+            raise ValidationError(
+                msg, hint="e.g. --backend slurm --slurm-conf /etc/slurm/slurm.conf"
+            )
+        return backend
 
     def check_links_against_fabric(self) -> None:
         """With a fabric file: :class:`ValidationError` unless every ``links`` circuit exists

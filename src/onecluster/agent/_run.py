@@ -69,8 +69,9 @@ def run_agent(config: AgentConfig, *, stop: threading.Event | None = None) -> in
 
 def _backend(config: AgentConfig, pools: dict[str, int], work_dir: Path) -> ClusterBackend:
     """The site's cluster: local processes, or its Slurm (which knows its own capacity)."""
-    if config.backend == "slurm":
-        assert config.slurm_conf is not None  # checked at construction
+    kind = config.resolved_backend()
+    if kind == "slurm":
+        assert config.slurm_conf is not None  # checked by resolved_backend
         if not config.slurm_conf.is_file():
             msg = f"the Slurm configuration {config.slurm_conf} does not exist"
             raise ValidationError(msg, hint="pass the slurm.conf of the site's cluster")

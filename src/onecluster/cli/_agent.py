@@ -22,7 +22,11 @@ def agent(
     ctx: typer.Context,
     *,
     site: str = typer.Option(..., "--site", help="The fabric name of the site this agent runs."),
-    backend: str = typer.Option("local", "--backend", help="Cluster backend: local or slurm."),
+    backend: str | None = typer.Option(
+        None,
+        "--backend",
+        help="Cluster backend: local or slurm \\[default: the fabric's, else local].",
+    ),
     slurm_conf: Path | None = typer.Option(
         None, "--slurm-conf", help="slurm.conf of the site's cluster (with --backend slurm)."
     ),

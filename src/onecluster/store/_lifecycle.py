@@ -69,7 +69,10 @@ def settle(job_state: JobState, run: Sequence[AttemptFacts]) -> Settlement:
 
 def _why_broken(attempt: AttemptFacts) -> str:
     if attempt.state is AttemptState.LOST:
-        return f"the attempt at site {attempt.site} was lost with its agent"
+        return (
+            f"the attempt at site {attempt.site} was lost "
+            "(its agent or cluster manager no longer runs it)"
+        )
     if attempt.exit_code is None:
         return f"the attempt at site {attempt.site} ended without an exit code"
     return f"the attempt at site {attempt.site} exited with code {attempt.exit_code}"

@@ -19,6 +19,7 @@ from rich.live import Live
 
 from onecluster.backends import kill_leftovers
 from onecluster.client import Client
+from onecluster.errors import FabricError
 from onecluster.fabric import load_fabric
 from onecluster.model import Fabric
 from onecluster.schema import TokenCreate, TokenOut
@@ -58,6 +59,15 @@ def run_up(config: UpConfig, console: Console) -> int:
     :class:`UnavailableError` when the stack does not become ready in time.
     """
     fabric = load_fabric(config.fabric_path)
+    remote = [f"{s.name} ({s.backend})" for s in fabric.sites if s.backend != "local"]
+    if remote:
+        msg = (
+            f"`up` runs every site on local processes; {', '.join(remote)} of "
+            f"{config.fabric_path} need their own cluster"
+        )
+        raise FabricError(
+            msg, hint="start the server, then `onecluster agent` per site (docs/backends.md)"
+        )
     workload = demo_workload(
         fabric,
         config.duration_s,
