@@ -52,6 +52,8 @@ def test_bad_configs_are_refused(fields: dict[str, Any], match: str) -> None:
         ({"backend": "slurm"}, "needs --slurm-conf"),
         ({"slurm_conf": Path("/etc/slurm.conf")}, "needs --slurm-conf"),
         ({"fabric_path": FABRIC, "site": "metro-north", "backend": "slurm"}, "runs local"),
+        ({"backend": "local", "kubeconfig": Path("/k")}, "with the kubernetes backend"),
+        ({"backend": "slurm", "kueue_queue": "q", "slurm_conf": Path("/s")}, "kubernetes"),
     ],
 )
 def test_backend_options_that_do_not_fit_are_refused(fields: dict[str, Any], match: str) -> None:
@@ -67,8 +69,7 @@ def test_the_backend_is_the_fabric_sites_unless_named(tmp_path: Path) -> None:
     conf = tmp_path / "slurm.conf"
     cfg = config(site="tokyo", fabric_path=mixed, slurm_conf=conf)
     assert cfg.resolved_backend() == "slurm"
-    with pytest.raises(ValidationError, match="not available in this agent"):
-        config(pools={"H100": 1}, backend="kubernetes")
+    assert config(pools={"H100": 1}, backend="kubernetes").resolved_backend() == "kubernetes"
 
 
 def test_work_dir_defaults_under_the_home_directory(monkeypatch: pytest.MonkeyPatch) -> None:

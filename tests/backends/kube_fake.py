@@ -128,6 +128,19 @@ class FakeKubeApi:
         with self._lock:
             self._jobs[(namespace, name)].manifest["spec"]["suspend"] = False
 
+    def wait_gone(self, namespace: str, name: str, timeout: float = 20.0) -> None:
+        """Until the Job ``name`` and its pod are deleted."""
+        deadline = time.monotonic() + timeout
+        while (namespace, name) in self._jobs:
+            if time.monotonic() > deadline:
+                msg = f"job {name} still there"
+                raise TimeoutError(msg)
+            time.sleep(0.05)
+
+    def logs(self) -> list[str]:
+        """The log files of every pod that ran, oldest first (names under ``work_dir``)."""
+        return sorted(p.name for p in self.work_dir.glob("*.log"))
+
     def kubeconfig(self, path: Path, context: str = "fake") -> Path:
         """A kubeconfig file with one context that points at this fake."""
         config = {

@@ -13,7 +13,7 @@ from onecluster.telemetry import DEFAULT_PROBE_PORT
 
 __all__ = ["AgentConfig"]
 
-_BACKENDS = ("local", "slurm")
+_BACKENDS = ("local", "slurm", "kubernetes")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -54,6 +54,11 @@ class AgentConfig:
     apply_routes: bool = False
     metrics_address: str | None = None
     slurm_conf: Path | None = None
+    kubeconfig: Path | None = None
+    kube_context: str | None = None
+    kube_namespace: str = "default"
+    kube_image: str = "python:3.11-slim"
+    kueue_queue: str | None = None
 
     def __post_init__(self) -> None:
         if not self.site:
@@ -130,7 +135,8 @@ class AgentConfig:
         """The backend to run: ``backend``, else the fabric's for the site, else ``local``.
 
         Raises :class:`ValidationError` when it contradicts the fabric file, or lacks (or is
-        given) options it does not take (``--slurm-conf`` goes with Slurm only).
+        given) options it does not take (``--slurm-conf`` goes with Slurm only, the kube
+        options with Kubernetes only).
         """
         named = None
         if self.fabric_path is not None:
@@ -155,6 +161,14 @@ class AgentConfig:
             raise ValidationError(
                 msg, hint="e.g. --backend slurm --slurm-conf /etc/slurm/slurm.conf"
             )
+        kube = (
+            self.kubeconfig is not None
+            or self.kube_context is not None
+            or self.kueue_queue is not None
+        )
+        if kube and backend != "kubernetes":
+            msg = "--kubeconfig, --kube-context and --kueue-queue go with the kubernetes backend"
+            raise ValidationError(msg)
         return backend
 
     def check_links_against_fabric(self) -> None:

@@ -68,8 +68,26 @@ def run_agent(config: AgentConfig, *, stop: threading.Event | None = None) -> in
 
 
 def _backend(config: AgentConfig, pools: dict[str, int], work_dir: Path) -> ClusterBackend:
-    """The site's cluster: local processes, or its Slurm (which knows its own capacity)."""
+    """The site's cluster: local processes, its Slurm or its Kubernetes (both of which know
+    their own capacity)."""
     kind = config.resolved_backend()
+    if kind == "kubernetes":
+        # the kubernetes client is an optional extra: imported only where it is used
+        try:
+            from onecluster.backends.kubernetes import KubernetesBackend  # noqa: PLC0415
+        except ImportError as exc:
+            msg = "the kubernetes backend needs the kubernetes client"
+            raise ValidationError(msg, hint="pip install 'onecluster[kubernetes]'") from exc
+        return KubernetesBackend.connect(
+            config.site,
+            gpu_types=list(pools),
+            work_dir=work_dir,
+            kubeconfig=config.kubeconfig,
+            context=config.kube_context,
+            namespace=config.kube_namespace,
+            image=config.kube_image,
+            queue=config.kueue_queue,
+        )
     if kind == "slurm":
         assert config.slurm_conf is not None  # checked by resolved_backend
         if not config.slurm_conf.is_file():

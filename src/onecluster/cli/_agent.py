@@ -25,10 +25,27 @@ def agent(
     backend: str | None = typer.Option(
         None,
         "--backend",
-        help="Cluster backend: local or slurm \\[default: the fabric's, else local].",
+        help="Cluster backend: local, slurm or kubernetes \\[default: the fabric's, else local].",
     ),
     slurm_conf: Path | None = typer.Option(
         None, "--slurm-conf", help="slurm.conf of the site's cluster (with --backend slurm)."
+    ),
+    kubeconfig: Path | None = typer.Option(
+        None, "--kubeconfig", help="kubeconfig of the site's cluster \\[default: ~/.kube/config]."
+    ),
+    kube_context: str | None = typer.Option(
+        None, "--kube-context", help="kubeconfig context of the site \\[default: its current]."
+    ),
+    kube_namespace: str = typer.Option(
+        "default", "--kube-namespace", help="Namespace the site's Jobs are created in."
+    ),
+    kube_image: str = typer.Option(
+        "python:3.11-slim", "--kube-image", help="Container image the jobs' commands run in."
+    ),
+    kueue_queue: str | None = typer.Option(
+        None,
+        "--kueue-queue",
+        help="Submit Jobs to this Kueue LocalQueue (suspended until admitted).",
     ),
     fabric: Path | None = typer.Option(
         None, "--fabric", help="Fabric file to read the site's GPU pools from."
@@ -97,6 +114,11 @@ def agent(
             apply_routes=apply_routes,
             metrics_address=metrics,
             slurm_conf=slurm_conf,
+            kubeconfig=kubeconfig,
+            kube_context=kube_context,
+            kube_namespace=kube_namespace,
+            kube_image=kube_image,
+            kueue_queue=kueue_queue,
         )
     )
     if code:
