@@ -94,6 +94,7 @@ def test_a_job_runs_on_a_node_of_its_type_exits_and_its_log_is_read(
     ]["nodeSelectorTerms"][0]["matchExpressions"][0]["values"] == ["NVIDIA-H100-80GB-HBM3"]
     kube.forget("j-1.1.0")
     assert kube.poll() == []
+    fake.wait_gone("default", sent["metadata"]["name"])  # the finished Job is deleted too
 
 
 def test_a_successful_job_exits_zero(fake: FakeKubeApi, tmp_path: Path) -> None:

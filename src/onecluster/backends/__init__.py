@@ -3,7 +3,9 @@
 
 The agent talks to a site's cluster only through :class:`ClusterBackend`; the local backend
 runs attempts as real child processes on simulated GPU slots, the Slurm backend as batch jobs
-of the site's Slurm cluster.
+of the site's Slurm cluster.  The Kubernetes backend (``batch/v1`` Jobs) lives in
+:mod:`onecluster.backends.kubernetes`, imported only where used: its client is an optional
+extra.
 """
 
 from onecluster.backends._local import LocalBackend, LocalStats, kill_leftovers

@@ -42,6 +42,7 @@ from onecluster.backends._kube_manifest import (
     GPU_RESOURCE,
     attempt_selector,
     job_manifest,
+    job_name,
 )
 from onecluster.backends._logs import read_chunk
 from onecluster.backends._protocol import AttemptSpec, AttemptState, AttemptStatus, LogChunk
@@ -218,6 +219,9 @@ class KubernetesBackend:
         if attempt.gpu_type not in self._types:
             msg = f"site {self._site} has no {attempt.gpu_type} GPUs in its Kubernetes cluster"
             raise BackendError(msg)
+        if self._down is not None:
+            msg = f"the Kubernetes API of site {self._site} does not answer: {self._down}"
+            raise BackendError(msg, hint="the attempt is created once it answers")
         self.capacity()
         products = sorted(self._products.get(attempt.gpu_type, set()))
         if not products:
@@ -403,6 +407,11 @@ class KubernetesBackend:
             return
         del self._last[attempt_id]
         shutil.rmtree(self._root / attempt_id, ignore_errors=True)
+        # the finished Job object too, so that a restarted agent does not adopt it again
+        gone = _Attempt(
+            attempt_id=attempt_id, job_id=status.job_id, name=job_name(attempt_id), created_at=0
+        )
+        self._delete(gone, 0, "forgotten")
 
     def capacity(self) -> Mapping[str, int]:
         """GPUs per fabric type on Ready, schedulable nodes (the last known while the API
