@@ -65,10 +65,15 @@ _LOG = "output.log"
 class _Attempt:
     attempt_id: str
     job_id: str
-    name: str
     created_at: float
     stop_asked_at: float | None = None
     pod: str | None = None
+    log_fetched_at: float = float("-inf")
+
+    @property
+    def name(self) -> str:
+        """Its Job's name (derived from the attempt id, as the manifest names it)."""
+        return job_name(self.attempt_id)
 
 
 class KubernetesBackend:
@@ -203,7 +208,6 @@ class KubernetesBackend:
             self._attempts[attempt_id] = _Attempt(
                 attempt_id=attempt_id,
                 job_id=notes.get("onecluster.io/job-id", ""),
-                name=job.metadata.name,
                 created_at=created.timestamp() if created else time.time(),
             )
             self._last[attempt_id] = AttemptStatus(
@@ -251,7 +255,7 @@ class KubernetesBackend:
                 raise BackendError(msg) from exc
         self._refused = None
         self._attempts[attempt.attempt_id] = _Attempt(
-            attempt_id=attempt.attempt_id, job_id=attempt.job_id, name=name, created_at=time.time()
+            attempt_id=attempt.attempt_id, job_id=attempt.job_id, created_at=time.time()
         )
         self._last[attempt.attempt_id] = AttemptStatus(
             attempt_id=attempt.attempt_id,
@@ -269,9 +273,12 @@ class KubernetesBackend:
         record.stop_asked_at = time.time()
         status = self._last.get(attempt_id)
         grace = 0 if status is not None and status.started_at is None else round(grace_s)
-        self._delete(record, grace, reason)
+        if not self._delete(record.name, grace, reason):
+            record.stop_asked_at = None  # asked again on the next stop
 
-    def _delete(self, record: _Attempt, grace_s: int, reason: str) -> None:
+    def _delete(self, name: str, grace_s: int, reason: str) -> bool:
+        """Delete the Job ``name`` (and, in the background, its pod); whether the API took
+        the request (a Job already gone counts as taken)."""
         options = client.V1DeleteOptions(
             grace_period_seconds=grace_s, propagation_policy="Background"
         )
@@ -279,16 +286,17 @@ class KubernetesBackend:
             self._call(
                 "delete a job",
                 self._batch.delete_namespaced_job,
-                record.name,
+                name,
                 self._namespace,
                 body=options,
             )
         except ApiException as exc:
             if exc.status != 404:
-                _log.warning("cannot delete Job %s (%s): %s", record.name, reason, exc.reason)
+                _log.warning("cannot delete Job %s (%s): %s", name, reason, exc.reason)
         except BackendError as exc:
-            record.stop_asked_at = None  # asked again on the next stop
-            _log.warning("cannot delete Job %s (%s): %s", record.name, reason, exc.message)
+            _log.warning("cannot delete Job %s (%s): %s", name, reason, exc.message)
+            return False
+        return True
 
     def poll(self) -> list[AttemptStatus]:
         """Every attempt's status from one list of Jobs and one of pods (the last known
@@ -377,14 +385,17 @@ class KubernetesBackend:
         status = self._last.get(attempt_id)
         final = status is not None and status.state is not AttemptState.RUNNING
         record = self._attempts.get(attempt_id)
-        if record is not None:
+        # the agent reads every sync: fetch a running pod's log at most once a second
+        if record is not None and time.monotonic() - record.log_fetched_at >= _MIN_POLL_S:
             self._save_log(record)
         data, next_offset = read_chunk(self._root / attempt_id / _LOG, offset, limit, final=final)
         return LogChunk(attempt_id=attempt_id, offset=offset, next_offset=next_offset, data=data)
 
     def _save_log(self, record: _Attempt) -> None:
+        """Copy the pod's whole log under the work dir (kept when the pod is gone)."""
         if record.pod is None:
             return
+        record.log_fetched_at = time.monotonic()
         try:
             response = self._call(
                 "read a log",
@@ -408,10 +419,7 @@ class KubernetesBackend:
         del self._last[attempt_id]
         shutil.rmtree(self._root / attempt_id, ignore_errors=True)
         # the finished Job object too, so that a restarted agent does not adopt it again
-        gone = _Attempt(
-            attempt_id=attempt_id, job_id=status.job_id, name=job_name(attempt_id), created_at=0
-        )
-        self._delete(gone, 0, "forgotten")
+        self._delete(job_name(attempt_id), 0, "forgotten")
 
     def capacity(self) -> Mapping[str, int]:
         """GPUs per fabric type on Ready, schedulable nodes (the last known while the API
