@@ -1,0 +1,430 @@
+"""One LLM call through the gateway: admit, route, forward, meter, settle.
+
+Order of work, and what each refusal costs (nothing is charged for any of them):
+key (401) → body (400) → model in the catalogue (404) → tier and key allow-lists (403) →
+Idempotency-Key not already used (409) → quota reservation (429 with ``retry-after``, or 400
+when the call alone exceeds a limit).  Then the model's deployments are tried in order; the
+next one only while nothing has been sent to the client.  Usage comes from the provider's
+own ``usage``; the call is settled (ledger + audit + counters, one transaction) before the
+client sees the end of the answer, so a client that waits for the answer always sees its
+call counted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field, replace
+
+import orjson
+from aiohttp import web
+
+from onecluster.errors import ConflictError, PlatformError, ValidationError
+from onecluster.gateway._config import ModelEntry
+from onecluster.gateway._errors import GatewayRateLimitError, UpstreamError, error_body
+from onecluster.gateway._gateway import Caller, Gateway
+from onecluster.gateway._providers import ProviderReply, scrub
+from onecluster.gateway._quota import Admitted, Ask, Refused, TooLarge
+from onecluster.gateway._records import CallRecord, Reservation
+from onecluster.gateway._redact import redact
+from onecluster.gateway._store import ReserveOp, SettleOp
+from onecluster.gateway._wire import CallRequest, Endpoint, Usage, parse_event, parse_request
+
+__all__ = ["handle_call"]
+
+_CLIENT_ERRORS = frozenset({400, 404, 413, 422})
+
+
+@dataclass(slots=True)
+class _Call:
+    """What is known about a call so far (mutable while it runs)."""
+
+    gw: Gateway
+    started: float
+    endpoint: Endpoint
+    request_id: str
+    caller: Caller | None = None
+    request: CallRequest | None = None
+    model: ModelEntry | None = None
+    estimate: int = 0
+    reservation: Reservation | None = None
+    admitted: Admitted | None = None
+    upstream: str = ""
+    egress: str = ""
+    attempts: int = 0
+    upstream_wait: float = 0.0
+    settled: bool = False
+    texts: list[str] = field(default_factory=list)
+
+    def record(self, status: int, outcome: str, **fields: object) -> CallRecord:
+        assert self.caller is not None
+        model = self.model.name if self.model else (self.request.model if self.request else "")
+        elapsed = time.perf_counter() - self.started
+        base = CallRecord(
+            request_id=self.request_id,
+            at=self.gw.clock.now(),
+            team=self.caller.team.name,
+            key_id=self.caller.key.key_id,
+            model=model,
+            endpoint=self.endpoint.value,
+            stream=bool(self.request and self.request.stream),
+            http_status=status,
+            outcome=outcome,
+            region=self.model.region if self.model else "",
+            upstream=self.upstream,
+            egress=self.egress,
+            latency_ms=elapsed * 1000,
+            overhead_ms=(elapsed - self.upstream_wait) * 1000,
+            attempts=self.attempts,
+        )
+        return replace(base, **fields)  # type: ignore[arg-type]
+
+    def overhead_ms(self) -> str:
+        return f"{(time.perf_counter() - self.started - self.upstream_wait) * 1000:.3f}"
+
+
+async def handle_call(gw: Gateway, request: web.Request, endpoint: Endpoint) -> web.StreamResponse:
+    """Serve one call to ``/v1/<endpoint>``; every failure becomes an OpenAI-format error."""
+    call = _Call(gw, time.perf_counter(), endpoint, uuid.uuid4().hex)
+    try:
+        await _admit(call, request)
+        if call.request is not None and call.request.stream:
+            return await _stream(call, request)
+        return await _whole(call)
+    except PlatformError as error:
+        return await _refuse(call, error)
+
+
+async def _admit(call: _Call, request: web.Request) -> None:
+    gw = call.gw
+    call.caller = gw.caller(request.headers.get("Authorization"))
+    try:
+        raw = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        msg = "the request body is larger than the gateway accepts (32 MiB)"
+        raise ValidationError(msg) from None
+    call.request = parse_request(call.endpoint, raw)
+    call.model = gw.model(call.request.model, call.endpoint)
+    call.caller.check_model(call.model)
+    idempotency = request.headers.get("Idempotency-Key")
+    if idempotency:
+        call.request_id = f"{call.caller.key.key_id}:{idempotency}"[:200]
+    call.estimate = _prompt_tokens(gw, call.request, call.model)
+    ask = _ask(call.request, call.model, call.estimate)
+    op = ReserveOp(call.request_id, call.caller.scopes, ask, gw.clock.now())
+    result = await gw.batcher.submit(op)
+    if isinstance(result, Reservation):
+        call.reservation = result
+        return
+    if isinstance(result, ConflictError):
+        raise result
+    if isinstance(result, Refused):
+        msg = f"{result.scope} is at its {result.limit.value} limit of {result.value}"
+        raise GatewayRateLimitError(
+            msg, retry_after=result.retry_after, limit=result.limit.value, scope=result.scope
+        )
+    if isinstance(result, TooLarge):
+        msg = f"this call needs {result.needed} against {result.scope}'s {result.limit.value}"
+        msg += f" of {result.value}; no window will ever hold it"
+        raise ValidationError(msg, hint="lower max_tokens or the prompt, or ask for a bigger tier")
+    msg = f"unexpected admission result {result!r}"
+    raise AssertionError(msg)
+
+
+def _prompt_tokens(gw: Gateway, req: CallRequest, model: ModelEntry) -> int:
+    enc = model.tokenizer
+    if req.endpoint is Endpoint.CHAT:
+        return gw.estimator.chat(enc, req.body["messages"])
+    value = req.body["prompt" if req.endpoint is Endpoint.COMPLETIONS else "input"]
+    if isinstance(value, str):
+        return gw.estimator.count(enc, value)
+    if value and isinstance(value[0], int):
+        return len(value)
+    if value and isinstance(value[0], list):
+        return sum(len(v) for v in value)
+    return gw.estimator.texts(enc, value)
+
+
+def _ask(req: CallRequest, model: ModelEntry, prompt: int) -> Ask:
+    """The call's upper bound: its prompt plus every token it may generate."""
+    if req.endpoint is Endpoint.EMBEDDINGS:
+        completion = 0
+    else:
+        completion = min(req.max_tokens or model.max_output_tokens, model.max_output_tokens)
+        completion *= req.choices
+    spend = prompt * model.input_nano_per_token + completion * model.output_nano_per_token
+    return Ask(prompt + completion, spend)
+
+
+async def _refuse(call: _Call, error: PlatformError) -> web.Response:
+    headers = {"x-request-id": call.request_id, "x-onecluster-overhead-ms": call.overhead_ms()}
+    if isinstance(error, GatewayRateLimitError):
+        headers["retry-after"] = str(error.retry_after)
+    call.gw.metrics.refusals.labels(error.code).inc()
+    if call.caller is not None and not call.settled:
+        record = call.record(error.status, error.code, error=error.message[:300])
+        op = SettleOp(record, call.reservation)
+        if call.reservation is None:
+            call.gw.batcher.record(op)
+        else:
+            await call.gw.batcher.submit(op)
+    return web.Response(
+        status=error.status,
+        body=error_body(error),
+        headers=headers,
+        content_type="application/json",
+    )
+
+
+async def _open(call: _Call, start: int = 0) -> tuple[int, ProviderReply]:
+    """The first deployment from ``start`` on that answers 200, and its index.
+
+    An upstream's 4xx about the request itself is final (:class:`_Rejected`); anything else
+    (unreachable, timed out, 401/403/429/5xx) moves on to the next deployment.
+    """
+    assert call.model is not None and call.request is not None
+    gw = call.gw
+    last: UpstreamError | None = None
+    deployments = call.model.deployments
+    for index in range(start, len(deployments)):
+        dep = deployments[index]
+        provider = gw.providers.get(dep.upstream)
+        call.upstream = dep.upstream
+        call.egress = gw.config.upstream(dep.upstream).egress
+        if provider is None:
+            last = UpstreamError(f"upstream {dep.upstream} has no provider key set")
+            continue
+        call.attempts += 1
+        body = call.request.upstream_body(dep.model or call.model.name)
+        sent = time.perf_counter()
+        try:
+            reply = await provider.post(call.endpoint.value, body)
+        except UpstreamError as exc:
+            last = exc
+            continue
+        finally:
+            call.upstream_wait += time.perf_counter() - sent
+        gw.metrics.upstream.labels(dep.upstream).observe(time.perf_counter() - sent)
+        if reply.status == 200:
+            return index, reply
+        detail = await _error_detail(reply, gw.provider_secrets())
+        if reply.status in _CLIENT_ERRORS:
+            raise _Rejected(reply.status, f"upstream {dep.upstream} refused the request: {detail}")
+        last = UpstreamError(f"upstream {dep.upstream} answered {reply.status}: {detail}")
+    if last is None:
+        last = UpstreamError(f"every upstream of {call.model.name} closed before answering")
+    raise last
+
+
+class _Rejected(ValidationError):
+    """An upstream refused the request itself (its 4xx); no other upstream would take it."""
+
+    code = "upstream_rejected"
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status  # type: ignore[misc]
+
+
+async def _error_detail(reply: ProviderReply, secrets: tuple[str, ...]) -> str:
+    try:
+        raw = await reply.body()
+        message = orjson.loads(raw).get("error", {}).get("message", "")
+    except (PlatformError, orjson.JSONDecodeError, AttributeError):
+        message = ""
+    finally:
+        reply.close()
+    return scrub(str(message), secrets) or "no message"
+
+
+async def _settle(
+    call: _Call, status: int, outcome: str, usage: Usage | None, answer: str
+) -> CallRecord:
+    assert call.model is not None and call.caller is not None and call.request is not None
+    estimated = usage is None
+    if usage is None:
+        completion = call.gw.estimator.count(call.model.tokenizer, answer) if answer else 0
+        usage = Usage(call.estimate if call.attempts else 0, completion)
+    cost = (
+        usage.prompt_tokens * call.model.input_nano_per_token
+        + usage.completion_tokens * call.model.output_nano_per_token
+    )
+    bodies: dict[str, object] = {}
+    if call.caller.team.audit_bodies:
+        prompt = orjson.dumps(
+            call.request.body.get("messages")
+            or call.request.body.get("prompt")
+            or call.request.body.get("input")
+        ).decode()
+        bodies = {
+            "prompt": redact(prompt) if call.caller.team.redact else prompt,
+            "response": redact(answer) if call.caller.team.redact else answer,
+        }
+    record = call.record(
+        status,
+        outcome,
+        prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens,
+        cost=cost,
+        estimated=estimated,
+        **bodies,
+    )
+    call.settled = True
+    await call.gw.batcher.submit(SettleOp(record, call.reservation))
+    call.reservation = None
+    metrics = call.gw.metrics
+    team, model = record.team, record.model
+    metrics.calls.labels(team, model, outcome).inc()
+    metrics.tokens.labels(team, model, "prompt").inc(record.prompt_tokens)
+    metrics.tokens.labels(team, model, "completion").inc(record.completion_tokens)
+    metrics.cost.labels(team).inc(cost / 1e9)
+    metrics.overhead.observe(record.overhead_ms / 1000)
+    return record
+
+
+def _headers(call: _Call) -> dict[str, str]:
+    return {
+        "x-request-id": call.request_id,
+        "x-onecluster-egress": call.egress,
+        "x-onecluster-upstream": call.upstream,
+    }
+
+
+async def _whole(call: _Call) -> web.Response:
+    try:
+        _, reply = await _open(call)
+        sent = time.perf_counter()
+        try:
+            body = await reply.body()
+        finally:
+            call.upstream_wait += time.perf_counter() - sent
+    except (_Rejected, UpstreamError) as exc:
+        await _settle(call, exc.status, _outcome(exc), Usage(0, 0), "")
+        raise
+    usage, answer = _read_whole(body)
+    record = await _settle(call, 200, "ok", usage, answer)
+    headers = _headers(call)
+    headers["x-onecluster-cost"] = f"{record.cost / 1e9:.9f}"
+    headers["x-onecluster-overhead-ms"] = call.overhead_ms()
+    return web.Response(body=body, headers=headers, content_type="application/json")
+
+
+def _outcome(error: PlatformError) -> str:
+    return "rejected" if isinstance(error, _Rejected) else error.code
+
+
+def _read_whole(body: bytes) -> tuple[Usage | None, str]:
+    try:
+        parsed = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None, body.decode(errors="replace")
+    if not isinstance(parsed, dict):
+        return None, ""
+    parts: list[str] = []
+    for choice in parsed.get("choices") or ():
+        if isinstance(choice, dict):
+            message = choice.get("message")
+            text = message.get("content") if isinstance(message, dict) else choice.get("text")
+            if isinstance(text, str):
+                parts.append(text)
+    return Usage.from_json(parsed.get("usage")), "".join(parts)
+
+
+async def _first(events: AsyncIterator[bytes], call: _Call) -> bytes | None:
+    sent = time.perf_counter()
+    try:
+        return await anext(events, None)
+    finally:
+        call.upstream_wait += time.perf_counter() - sent
+
+
+async def _stream(call: _Call, request: web.Request) -> web.StreamResponse:
+    assert call.request is not None and call.model is not None
+    try:
+        reply, events, first = await _open_stream(call)
+    except (_Rejected, UpstreamError) as exc:
+        await _settle(call, exc.status, _outcome(exc), Usage(0, 0), "")
+        raise
+    headers = _headers(call)
+    headers["x-onecluster-overhead-ms"] = call.overhead_ms()
+    headers["Cache-Control"] = "no-cache"
+    response = web.StreamResponse(headers=headers)
+    response.content_type = "text/event-stream"
+    await response.prepare(request)
+    usage: Usage | None = None
+    outcome = ""
+    skip_usage = not call.request.client_wants_usage
+    raw: bytes | None = first
+    try:
+        while raw is not None:
+            event = parse_event(raw)
+            if event.done:
+                outcome = "ok"
+                break
+            if event.usage is not None:
+                usage = event.usage
+            if event.text:
+                call.texts.append(event.text)
+            if not (event.usage_only and skip_usage):
+                try:
+                    await response.write(raw + b"\n\n")
+                except ConnectionError:
+                    outcome = "client_disconnected"
+                    reply.close()
+                    break
+            sent = time.perf_counter()
+            try:
+                raw = await anext(events, None)
+            finally:
+                call.upstream_wait += time.perf_counter() - sent
+    except UpstreamError as exc:
+        await _try_write(response, _error_event(exc, call.gw.provider_secrets()))
+    if not outcome:
+        # The stream ended without [DONE]: complete if the provider's usage arrived.
+        outcome = "ok" if usage is not None else "upstream_cut"
+    await _settle(call, 200, outcome, usage, "".join(call.texts))
+    if outcome == "ok":
+        await _try_write(response, b"data: [DONE]\n\n")
+    if outcome != "client_disconnected":
+        with contextlib.suppress(ConnectionError):
+            await response.write_eof()
+    return response
+
+
+async def _open_stream(call: _Call) -> tuple[ProviderReply, AsyncIterator[bytes], bytes]:
+    """A deployment whose stream has produced its first event (nothing sent to the client
+    yet, so one that fails or closes before it is left for the next)."""
+    assert call.model is not None
+    start = 0
+    while True:
+        index, reply = await _open(call, start)
+        events = reply.events()
+        try:
+            first = await _first(events, call)
+        except UpstreamError:
+            first = None
+        if first is not None:
+            return reply, events, first
+        reply.close()
+        start = index + 1
+        if start >= len(call.model.deployments):
+            msg = f"upstream {call.upstream} closed its stream before the first token"
+            raise UpstreamError(msg)
+
+
+def _error_event(error: UpstreamError, secrets: tuple[str, ...]) -> bytes:
+    body = {
+        "error": {
+            "message": scrub(error.message, secrets),
+            "type": "upstream_error",
+            "code": error.code,
+        }
+    }
+    return b"data: " + orjson.dumps(body) + b"\n\n"
+
+
+async def _try_write(response: web.StreamResponse, data: bytes) -> None:
+    with contextlib.suppress(ConnectionError):
+        await response.write(data)

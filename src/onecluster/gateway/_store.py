@@ -1,0 +1,446 @@
+"""The gateway's state in one SQLite file: keys, sealed provider keys, quota counters, the
+calls in flight, the ledger and the audit.
+
+Every gateway process of a site opens the same file (WAL mode); each batch of quota work is
+one ``BEGIN IMMEDIATE`` transaction, so SQLite's write lock makes admission decisions of all
+processes one serial history: a limit is never multiplied by the number of processes.  The
+schema is versioned (``gw_meta.schema_version``) and migrated forward on open.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+
+from onecluster.errors import ConflictError, NotFoundError, ValidationError
+from onecluster.gateway._config import KeyLimits
+from onecluster.gateway._keys import IssuedKey, KeyRecord, hash_key, new_key
+from onecluster.gateway._quota import (
+    Admitted,
+    Ask,
+    Counter,
+    Decision,
+    Limits,
+    Period,
+    ScopeState,
+    bucket_of,
+    decide,
+    settlement,
+)
+from onecluster.gateway._records import BillLine, CallRecord, Reservation
+
+__all__ = ["GatewayStore", "OpResult", "ReserveOp", "SettleOp"]
+
+SCHEMA_VERSION = 1
+
+_MIGRATIONS: dict[int, str] = {
+    1: """
+    CREATE TABLE gw_keys (
+        key_id TEXT PRIMARY KEY, team TEXT NOT NULL, name TEXT NOT NULL,
+        hash TEXT NOT NULL UNIQUE, created_at REAL NOT NULL, revoked_at REAL,
+        limits TEXT NOT NULL);
+    CREATE TABLE gw_provider_keys (
+        upstream TEXT PRIMARY KEY, sealed BLOB NOT NULL, updated_at REAL NOT NULL);
+    CREATE TABLE gw_counters (
+        scope TEXT NOT NULL, period TEXT NOT NULL, bucket INTEGER NOT NULL,
+        requests INTEGER NOT NULL DEFAULT 0, tokens INTEGER NOT NULL DEFAULT 0,
+        reserved_tokens INTEGER NOT NULL DEFAULT 0, spend INTEGER NOT NULL DEFAULT 0,
+        reserved_spend INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (scope, period, bucket)) WITHOUT ROWID;
+    CREATE TABLE gw_inflight (
+        request_id TEXT PRIMARY KEY, started_at REAL NOT NULL, scopes TEXT NOT NULL,
+        minute INTEGER NOT NULL, day INTEGER NOT NULL, month INTEGER NOT NULL,
+        tokens INTEGER NOT NULL, spend INTEGER NOT NULL);
+    CREATE TABLE gw_ledger (
+        request_id TEXT PRIMARY KEY, at REAL NOT NULL, month INTEGER NOT NULL,
+        team TEXT NOT NULL, key_id TEXT NOT NULL, model TEXT NOT NULL,
+        upstream TEXT NOT NULL, egress TEXT NOT NULL, prompt_tokens INTEGER NOT NULL,
+        completion_tokens INTEGER NOT NULL, cost INTEGER NOT NULL,
+        estimated INTEGER NOT NULL, outcome TEXT NOT NULL);
+    CREATE INDEX gw_ledger_month ON gw_ledger (month, team);
+    CREATE TABLE gw_audit (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT, request_id TEXT NOT NULL, at REAL NOT NULL,
+        team TEXT NOT NULL, key_id TEXT NOT NULL, model TEXT NOT NULL, endpoint TEXT NOT NULL,
+        stream INTEGER NOT NULL, region TEXT NOT NULL, upstream TEXT NOT NULL,
+        egress TEXT NOT NULL, http_status INTEGER NOT NULL, outcome TEXT NOT NULL,
+        prompt_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL,
+        cost INTEGER NOT NULL, estimated INTEGER NOT NULL, latency_ms REAL NOT NULL,
+        overhead_ms REAL NOT NULL, attempts INTEGER NOT NULL, error TEXT NOT NULL,
+        prompt TEXT, response TEXT);
+    CREATE INDEX gw_audit_at ON gw_audit (at);
+    """,
+}
+
+_UPSERT = """
+INSERT INTO gw_counters (scope, period, bucket, requests, tokens, reserved_tokens, spend,
+                         reserved_spend)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (scope, period, bucket) DO UPDATE SET
+    requests = requests + excluded.requests, tokens = tokens + excluded.tokens,
+    reserved_tokens = reserved_tokens + excluded.reserved_tokens,
+    spend = spend + excluded.spend, reserved_spend = reserved_spend + excluded.reserved_spend
+"""
+
+_AUDIT = """
+INSERT INTO gw_audit (request_id, at, team, key_id, model, endpoint, stream, region, upstream,
+    egress, http_status, outcome, prompt_tokens, completion_tokens, cost, estimated,
+    latency_ms, overhead_ms, attempts, error, prompt, response)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class ReserveOp:
+    """Admit a call against ``scopes`` (each with its limits) or refuse it."""
+
+    request_id: str
+    scopes: tuple[tuple[str, Limits], ...]
+    ask: Ask
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class SettleOp:
+    """Replace ``reservation`` (if any) by actual use and write the call's rows."""
+
+    record: CallRecord
+    reservation: Reservation | None
+
+
+OpResult = Decision | Reservation | ConflictError | bool
+
+
+class GatewayStore:
+    """One connection to the gateway's database; not shared between threads."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA busy_timeout = 30000")
+        self._db.execute("PRAGMA journal_mode = WAL")
+        self._db.execute("PRAGMA synchronous = NORMAL")
+        self._migrate()
+
+    def close(self) -> None:
+        """Close the connection."""
+        self._db.close()
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._db
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    def _migrate(self) -> None:
+        with self._write() as db:
+            db.execute("CREATE TABLE IF NOT EXISTS gw_meta (key TEXT PRIMARY KEY, value TEXT)")
+            row = db.execute("SELECT value FROM gw_meta WHERE key = 'schema_version'").fetchone()
+            version = int(row[0]) if row else 0
+            if version > SCHEMA_VERSION:
+                msg = f"{self.path} has gateway schema {version}; this onecluster knows "
+                msg += f"{SCHEMA_VERSION} at most"
+                raise ValidationError(msg, hint="upgrade onecluster")
+            for step in range(version + 1, SCHEMA_VERSION + 1):
+                for statement in _MIGRATIONS[step].split(";"):
+                    if statement.strip():
+                        db.execute(statement)
+            db.execute(
+                "INSERT OR REPLACE INTO gw_meta VALUES ('schema_version', ?)",
+                (str(SCHEMA_VERSION),),
+            )
+
+    # ----- keys ---------------------------------------------------------------------------
+
+    def issue_key(self, team: str, name: str, limits: KeyLimits, now: float) -> IssuedKey:
+        """A new key for ``team``; its secret is returned here and never again."""
+        key_id, secret = new_key()
+        with self._write() as db:
+            db.execute(
+                "INSERT INTO gw_keys VALUES (?, ?, ?, ?, ?, NULL, ?)",
+                (key_id, team, name, hash_key(secret), now, limits.model_dump_json()),
+            )
+        return IssuedKey(KeyRecord(key_id, team, name, now, None, limits), secret)
+
+    def revoke_key(self, key_id: str, now: float) -> KeyRecord:
+        """Revoke ``key_id``; :class:`NotFoundError` if there is no such key."""
+        with self._write() as db:
+            found = db.execute("SELECT revoked_at FROM gw_keys WHERE key_id = ?", (key_id,))
+            row = found.fetchone()
+            if row is None:
+                msg = f"there is no gateway key {key_id}"
+                raise NotFoundError(msg, hint="`onecluster gateway keys list` shows them")
+            if row[0] is not None:
+                msg = f"key {key_id} was already revoked"
+                raise ConflictError(msg)
+            db.execute("UPDATE gw_keys SET revoked_at = ? WHERE key_id = ?", (now, key_id))
+        return next(k for k in self.keys() if k.key_id == key_id)
+
+    def keys(self, team: str | None = None) -> list[KeyRecord]:
+        """Every key (of ``team``), oldest first."""
+        rows = self._db.execute(
+            "SELECT key_id, team, name, created_at, revoked_at, limits FROM gw_keys "
+            "WHERE ? IS NULL OR team = ? ORDER BY created_at",
+            (team, team),
+        ).fetchall()
+        return [_key_record(r) for r in rows]
+
+    def key_by_hash(self, digest: str) -> KeyRecord | None:
+        """The key whose SHA-256 is ``digest`` (revoked or not)."""
+        row = self._db.execute(
+            "SELECT key_id, team, name, created_at, revoked_at, limits FROM gw_keys WHERE hash = ?",
+            (digest,),
+        ).fetchone()
+        return _key_record(row) if row else None
+
+    def key_hashes(self) -> dict[str, KeyRecord]:
+        """Every key by its hash (the gateway's in-memory cache is refreshed from this)."""
+        rows = self._db.execute(
+            "SELECT key_id, team, name, created_at, revoked_at, limits, hash FROM gw_keys"
+        ).fetchall()
+        return {r[6]: _key_record(r[:6]) for r in rows}
+
+    # ----- provider keys ------------------------------------------------------------------
+
+    def set_provider_key(self, upstream: str, sealed: bytes, now: float) -> None:
+        """Store ``upstream``'s sealed key (replacing any)."""
+        with self._write() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO gw_provider_keys VALUES (?, ?, ?)", (upstream, sealed, now)
+            )
+
+    def provider_keys(self) -> dict[str, bytes]:
+        """Every upstream's sealed key."""
+        rows = self._db.execute("SELECT upstream, sealed FROM gw_provider_keys").fetchall()
+        return {r[0]: bytes(r[1]) for r in rows}
+
+    # ----- quota, ledger and audit --------------------------------------------------------
+
+    def apply(self, ops: Sequence[ReserveOp | SettleOp]) -> list[OpResult]:
+        """Run ``ops`` in order in one transaction.
+
+        A :class:`ReserveOp` yields its :class:`Reservation` (admitted), the refusal, or a
+        :class:`ConflictError` (its Idempotency-Key is in flight or billed); a
+        :class:`SettleOp` yields ``False`` when its request id was already in the ledger
+        (a retry: nothing billed twice).
+        """
+        results: list[OpResult] = []
+        with self._write() as db:
+            for op in ops:
+                if isinstance(op, ReserveOp):
+                    results.append(_reserve(db, op))
+                else:
+                    results.append(_settle(db, op))
+        return results
+
+    def release_stale(self, older_than: float) -> int:
+        """Release reservations of calls started before ``older_than`` (a crashed process's)."""
+        with self._write() as db:
+            rows = db.execute(
+                "SELECT request_id, scopes, minute, day, month, tokens, spend FROM gw_inflight "
+                "WHERE started_at < ?",
+                (older_than,),
+            ).fetchall()
+            for request_id, scopes, minute, day, month, tokens, spend in rows:
+                held = Reservation(
+                    request_id, tuple(orjson.loads(scopes)), minute, day, month, Ask(tokens, spend)
+                )
+                _release(db, held, 0, 0)
+                db.execute("DELETE FROM gw_inflight WHERE request_id = ?", (request_id,))
+        return len(rows)
+
+    def prune_counters(self, now: float) -> None:
+        """Drop minute windows older than the previous one."""
+        with self._write() as db:
+            db.execute(
+                "DELETE FROM gw_counters WHERE period = 'minute' AND bucket < ?",
+                (bucket_of(Period.MINUTE, now) - 1,),
+            )
+
+    def counters(self, scope: str, now: float) -> dict[Period, Counter]:
+        """``scope``'s current windows (for status pages and tests)."""
+        return _read(self._db, (scope,), now)[scope]
+
+    def bill(self, month: int) -> list[BillLine]:
+        """Usage per team and model in ``month`` (``year * 12 + month - 1``), from the ledger."""
+        rows = self._db.execute(
+            "SELECT team, model, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens), "
+            "SUM(cost), SUM(estimated) FROM gw_ledger WHERE month = ? "
+            "GROUP BY team, model ORDER BY team, model",
+            (month,),
+        ).fetchall()
+        return [BillLine(*r) for r in rows]
+
+    def audit_rows(self, request_id: str | None = None) -> list[dict[str, object]]:
+        """Audit rows (of one call), oldest first, as column → value."""
+        cursor = self._db.execute(
+            "SELECT * FROM gw_audit WHERE ? IS NULL OR request_id = ? ORDER BY seq",
+            (request_id, request_id),
+        )
+        names = [d[0] for d in cursor.description]
+        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+    def ledger_rows(self) -> list[dict[str, object]]:
+        """Every ledger row, oldest first, as column → value."""
+        cursor = self._db.execute("SELECT * FROM gw_ledger ORDER BY at")
+        names = [d[0] for d in cursor.description]
+        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+def _key_record(row: Sequence[object]) -> KeyRecord:
+    key_id, team, name, created_at, revoked_at, limits = row
+    return KeyRecord(
+        str(key_id),
+        str(team),
+        str(name),
+        float(created_at),  # type: ignore[arg-type]
+        None if revoked_at is None else float(revoked_at),  # type: ignore[arg-type]
+        KeyLimits.model_validate_json(str(limits)),
+    )
+
+
+def _read(
+    db: sqlite3.Connection, scopes: Sequence[str], now: float
+) -> dict[str, dict[Period, Counter]]:
+    minute = bucket_of(Period.MINUTE, now)
+    day = bucket_of(Period.DAY, now)
+    month = bucket_of(Period.MONTH, now)
+    found: dict[str, dict[Period, Counter]] = {
+        s: {Period.MINUTE: Counter(), Period.DAY: Counter(), Period.MONTH: Counter()}
+        for s in scopes
+    }
+    marks = ",".join("?" * len(scopes))
+    rows = db.execute(
+        "SELECT scope, period, requests, tokens, reserved_tokens, spend, reserved_spend "  # noqa: S608  (only '?' marks are interpolated)
+        f"FROM gw_counters WHERE scope IN ({marks}) AND ((period = 'minute' AND bucket = ?) "
+        "OR (period = 'day' AND bucket = ?) OR (period = 'month' AND bucket = ?))",
+        (*scopes, minute, day, month),
+    ).fetchall()
+    for scope, period, *values in rows:
+        found[scope][Period(period)] = Counter(*values)
+    return found
+
+
+def _reserve(db: sqlite3.Connection, op: ReserveOp) -> Decision | Reservation | ConflictError:
+    if db.execute("SELECT 1 FROM gw_ledger WHERE request_id = ?", (op.request_id,)).fetchone():
+        msg = "a call with this Idempotency-Key was already answered and billed"
+        return ConflictError(msg, hint="use a new Idempotency-Key for a new call")
+    names = tuple(s for s, _ in op.scopes)
+    windows = _read(db, names, op.now)
+    states = [
+        ScopeState(
+            s, limits, windows[s][Period.MINUTE], windows[s][Period.DAY], windows[s][Period.MONTH]
+        )
+        for s, limits in op.scopes
+    ]
+    decision = decide(states, op.ask, op.now)
+    if not isinstance(decision, Admitted):
+        return decision
+    held = Reservation(
+        op.request_id,
+        names,
+        bucket_of(Period.MINUTE, op.now),
+        bucket_of(Period.DAY, op.now),
+        bucket_of(Period.MONTH, op.now),
+        op.ask,
+    )
+    try:
+        db.execute(
+            "INSERT INTO gw_inflight VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                op.request_id,
+                op.now,
+                orjson.dumps(list(names)).decode(),
+                held.minute,
+                held.day,
+                held.month,
+                op.ask.tokens,
+                op.ask.spend,
+            ),
+        )
+    except sqlite3.IntegrityError:
+        msg = "a call with this Idempotency-Key is still in flight"
+        return ConflictError(msg, hint="wait for it, or use a new Idempotency-Key")
+    rows = []
+    for scope in names:
+        rows.append((scope, "minute", held.minute, 1, 0, op.ask.tokens, 0, 0))
+        rows.append((scope, "day", held.day, 1, 0, 0, 0, op.ask.spend))
+        rows.append((scope, "month", held.month, 1, 0, 0, 0, op.ask.spend))
+    db.executemany(_UPSERT, rows)
+    return held
+
+
+def _release(db: sqlite3.Connection, held: Reservation, tokens: int, spend: int) -> None:
+    minute, money = settlement(held.ask, tokens, spend)
+    rows = []
+    for scope in held.scopes:
+        rows.append((scope, "minute", held.minute, 0, minute.tokens, minute.reserved_tokens, 0, 0))
+        for period, bucket in (("day", held.day), ("month", held.month)):
+            rows.append((scope, period, bucket, 0, 0, 0, money.spend, money.reserved_spend))
+    db.executemany(_UPSERT, rows)
+
+
+def _settle(db: sqlite3.Connection, op: SettleOp) -> bool:
+    rec = op.record
+    fresh = True
+    if rec.billed:
+        cursor = db.execute(
+            "INSERT OR IGNORE INTO gw_ledger VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                rec.request_id,
+                rec.at,
+                bucket_of(Period.MONTH, rec.at),
+                rec.team,
+                rec.key_id,
+                rec.model,
+                rec.upstream,
+                rec.egress,
+                rec.prompt_tokens,
+                rec.completion_tokens,
+                rec.cost,
+                int(rec.estimated),
+                rec.outcome,
+            ),
+        )
+        fresh = cursor.rowcount == 1
+    if op.reservation is not None:
+        tokens = rec.prompt_tokens + rec.completion_tokens
+        _release(db, op.reservation, tokens if fresh else 0, rec.cost if fresh else 0)
+        db.execute("DELETE FROM gw_inflight WHERE request_id = ?", (rec.request_id,))
+    db.execute(
+        _AUDIT,
+        (
+            rec.request_id,
+            rec.at,
+            rec.team,
+            rec.key_id,
+            rec.model,
+            rec.endpoint,
+            int(rec.stream),
+            rec.region,
+            rec.upstream,
+            rec.egress,
+            rec.http_status,
+            rec.outcome,
+            rec.prompt_tokens,
+            rec.completion_tokens,
+            rec.cost,
+            int(rec.estimated),
+            rec.latency_ms,
+            rec.overhead_ms,
+            rec.attempts,
+            rec.error,
+            rec.prompt,
+            rec.response,
+        ),
+    )
+    return fresh

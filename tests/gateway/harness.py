@@ -1,0 +1,155 @@
+"""Helpers for the gateway's tests: servers on real loopback sockets in background threads,
+a gateway configuration around the fake upstream, and a fixed clock.
+
+A real socket (not ``httpx.ASGITransport``, which buffers server-sent events) is what the
+official ``openai`` SDK talks to, as a user's program would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from aiohttp import web
+
+ROOT = Path(__file__).resolve().parents[2]
+SHARED_TOKENIZERS = ROOT.parent / "shared" / "data" / "tokenizers"
+
+# 2026-12-15 10:00:05 UTC: far from a minute's end, so no window turns over mid-test
+# unless a test moves the clock on purpose.
+T0 = 1_797_328_805.0
+
+
+class ServerThread:
+    """An aiohttp application served on 127.0.0.1 from its own thread and event loop."""
+
+    def __init__(self, make_app: Callable[[], web.Application]) -> None:
+        self._make_app = make_app
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._main, daemon=True)
+
+    def start(self) -> ServerThread:
+        self._thread.start()
+        if not self._ready.wait(30):
+            msg = "server did not start"
+            raise RuntimeError(msg)
+        if self._error is not None:
+            raise self._error
+        return self
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def _main(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        try:
+            self._loop.run_until_complete(self._start())
+        except BaseException as exc:
+            self._error = exc
+            self._ready.set()
+            return
+        self._ready.set()
+        self._loop.run_forever()
+
+    async def _start(self) -> None:
+        self._runner = web.AppRunner(self._make_app(), access_log=None, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = self._runner.addresses[0][1]
+
+    def call(self, fn: Callable[[], object]) -> object:
+        """Run ``fn`` on the server's loop and wait for it."""
+
+        async def run() -> object:
+            return fn()
+
+        return asyncio.run_coroutine_threadsafe(run(), self._loop).result(30)
+
+    def stop(self) -> None:
+        if self._runner is not None:
+            asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(30)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(30)
+        self._loop.close()
+
+
+def gateway_yaml(upstream_url: str, *, extra_upstream_url: str | None = None) -> str:
+    """Four tiers and five teams around the fake upstream at ``upstream_url``."""
+    second = extra_upstream_url or upstream_url
+    return f"""
+version: 1
+currency: USD
+egress:
+  - {{name: sg-egress, site: singapore}}
+  - {{name: tokyo-egress, site: tokyo}}
+upstreams:
+  - {{name: openai-sg, base_url: "{upstream_url}/v1", egress: sg-egress, timeout_s: 2}}
+  - {{name: azure-tokyo, base_url: "{second}/v1", egress: tokyo-egress, auth: api-key,
+      timeout_s: 2}}
+  - {{name: broken, base_url: "{upstream_url}/v1", egress: sg-egress, timeout_s: 0.5}}
+  - {{name: keyless, base_url: "{upstream_url}/v1", egress: sg-egress}}
+models:
+  - name: gpt-fake
+    region: us
+    max_output_tokens: 64
+    input_price: 1.0
+    output_price: 2.0
+    deployments: [{{upstream: openai-sg, model: fake-gpt}}]
+  - name: gpt-fallback
+    region: us
+    max_output_tokens: 64
+    input_price: 1.0
+    output_price: 2.0
+    deployments:
+      - {{upstream: broken, model: fake-fail-500}}
+      - {{upstream: keyless}}
+      - {{upstream: azure-tokyo, model: fake-gpt}}
+  - name: gpt-hang
+    region: us
+    input_price: 1.0
+    deployments: [{{upstream: broken, model: fake-hang}}]
+  - name: gpt-cut
+    region: us
+    max_output_tokens: 64
+    input_price: 1.0
+    output_price: 2.0
+    deployments: [{{upstream: openai-sg, model: fake-cut}}]
+  - name: gpt-badkey
+    region: us
+    input_price: 1.0
+    deployments: [{{upstream: openai-sg, model: fake-fail-401}}]
+  - name: qwen-fake
+    region: cn
+    kind: completion
+    max_output_tokens: 64
+    input_price: 0.5
+    output_price: 0.5
+    deployments: [{{upstream: openai-sg, model: fake-qwen}}]
+  - name: embed-fake
+    region: us
+    kind: embedding
+    input_price: 0.1
+    deployments: [{{upstream: openai-sg, model: fake-embed}}]
+tiers:
+  - {{name: free, rpm: 5, tpm: 1000, daily_spend: 1, monthly_spend: 10, models: [gpt-fake]}}
+  - {{name: standard, rpm: 60, tpm: 100000, daily_spend: 10, monthly_spend: 100,
+      models: [gpt-fake, qwen-fake, embed-fake]}}
+  - {{name: pro, rpm: 100000, tpm: 100000000, daily_spend: 1000, monthly_spend: 10000,
+      models: ["*"]}}
+  - {{name: capped, rpm: 100000, tpm: 100000000, daily_spend: 0.002, monthly_spend: 0.005,
+      models: [gpt-fake]}}
+teams:
+  - {{name: vision, tier: pro}}
+  - {{name: speech, tier: standard}}
+  - {{name: interns, tier: free}}
+  - {{name: research, tier: capped}}
+  - {{name: legal, tier: pro, audit_bodies: true}}
+"""
