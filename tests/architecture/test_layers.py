@@ -35,6 +35,7 @@ LAYER = {
     "client": 5,
     "server": 6,
     "agent": 6,
+    "gateway": 6,
     "up": 7,
     "lab": 7,
     "cli": 8,

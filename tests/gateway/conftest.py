@@ -5,15 +5,19 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
-from decimal import Decimal
 from pathlib import Path
 
-import openai
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from harness import SHARED_TOKENIZERS, T0, ServerThread, gateway_yaml
+from harness import (
+    SHARED_TOKENIZERS,
+    T0,
+    Running,
+    ServerThread,
+    gateway_yaml,
+    seal_provider_keys,
+)
 
 from onecluster.clock import ManualClock
 from onecluster.gateway import (
@@ -21,47 +25,10 @@ from onecluster.gateway import (
     Gateway,
     GatewaySettings,
     GatewayStore,
-    KeyLimits,
-    SecretBox,
     build_app,
     build_fake_upstream,
     parse_gateway_config,
 )
-
-PROVIDER_KEYS = {
-    "openai-sg": "sk-provider-openai-SECRET123456",
-    "azure-tokyo": "azure-provider-SECRET456789",
-    "broken": "sk-provider-broken-SECRET789012",
-}
-
-
-@dataclass
-class Running:
-    """A gateway under test: its URL, clock, store (a connection of the test's own) and fake."""
-
-    url: str
-    clock: ManualClock
-    store: GatewayStore
-    fake: FakeUpstream
-    gateway: Gateway
-    server: ServerThread
-
-    def key(self, team: str, limits: KeyLimits | None = None, name: str = "test") -> str:
-        return self.store.issue_key(team, name, limits or KeyLimits(), T0).secret
-
-    def client(self, key: str) -> openai.OpenAI:
-        return openai.OpenAI(base_url=f"{self.url}/v1", api_key=key, max_retries=0, timeout=20)
-
-    def async_client(self, key: str) -> openai.AsyncOpenAI:
-        return openai.AsyncOpenAI(base_url=f"{self.url}/v1", api_key=key, max_retries=0, timeout=20)
-
-
-def seal_provider_keys(db: Path, secret: Path) -> None:
-    box = SecretBox.open(secret)
-    store = GatewayStore(db)
-    for upstream, key in PROVIDER_KEYS.items():
-        store.set_provider_key(upstream, box.seal(key), T0)
-    store.close()
 
 
 @pytest.fixture
@@ -100,7 +67,3 @@ def running(
     yield Running(server.url, clock, store, seen, gateway, server)
     store.close()
     server.stop()
-
-
-def dollars(nano: int) -> Decimal:
-    return Decimal(nano) / 1_000_000_000

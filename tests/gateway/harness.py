@@ -10,9 +10,15 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 
+import openai
 from aiohttp import web
+
+from onecluster.clock import ManualClock
+from onecluster.gateway import FakeUpstream, Gateway, GatewayStore, KeyLimits, SecretBox
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED_TOKENIZERS = ROOT.parent / "shared" / "data" / "tokenizers"
@@ -51,7 +57,7 @@ class ServerThread:
         asyncio.set_event_loop(self._loop)
         try:
             self._loop.run_until_complete(self._start())
-        except BaseException as exc:
+        except BaseException as exc:  # noqa: BLE001  (re-raised in the test's thread)
             self._error = exc
             self._ready.set()
             return
@@ -59,7 +65,9 @@ class ServerThread:
         self._loop.run_forever()
 
     async def _start(self) -> None:
-        self._runner = web.AppRunner(self._make_app(), access_log=None, handle_signals=False)
+        self._runner = web.AppRunner(
+            self._make_app(), access_log=None, handle_signals=False, shutdown_timeout=1.0
+        )
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
@@ -139,7 +147,7 @@ models:
     input_price: 0.1
     deployments: [{{upstream: openai-sg, model: fake-embed}}]
 tiers:
-  - {{name: free, rpm: 5, tpm: 1000, daily_spend: 1, monthly_spend: 10, models: [gpt-fake]}}
+  - {{name: free, rpm: 5, tpm: 200, daily_spend: 1, monthly_spend: 10, models: [gpt-fake]}}
   - {{name: standard, rpm: 60, tpm: 100000, daily_spend: 10, monthly_spend: 100,
       models: [gpt-fake, qwen-fake, embed-fake]}}
   - {{name: pro, rpm: 100000, tpm: 100000000, daily_spend: 1000, monthly_spend: 10000,
@@ -153,3 +161,43 @@ teams:
   - {{name: research, tier: capped}}
   - {{name: legal, tier: pro, audit_bodies: true}}
 """
+
+
+PROVIDER_KEYS = {
+    "openai-sg": "sk-provider-openai-SECRET123456",
+    "azure-tokyo": "azure-provider-SECRET456789",
+    "broken": "sk-provider-broken-SECRET789012",
+}
+
+
+@dataclass
+class Running:
+    """A gateway under test: its URL, clock, store (a connection of the test's own) and fake."""
+
+    url: str
+    clock: ManualClock
+    store: GatewayStore
+    fake: FakeUpstream
+    gateway: Gateway
+    server: ServerThread
+
+    def key(self, team: str, limits: KeyLimits | None = None, name: str = "test") -> str:
+        return self.store.issue_key(team, name, limits or KeyLimits(), T0).secret
+
+    def client(self, key: str) -> openai.OpenAI:
+        return openai.OpenAI(base_url=f"{self.url}/v1", api_key=key, max_retries=0, timeout=20)
+
+    def async_client(self, key: str) -> openai.AsyncOpenAI:
+        return openai.AsyncOpenAI(base_url=f"{self.url}/v1", api_key=key, max_retries=0, timeout=20)
+
+
+def seal_provider_keys(db: Path, secret: Path) -> None:
+    box = SecretBox.open(secret)
+    store = GatewayStore(db)
+    for upstream, key in PROVIDER_KEYS.items():
+        store.set_provider_key(upstream, box.seal(key), T0)
+    store.close()
+
+
+def dollars(nano: int) -> Decimal:
+    return Decimal(nano) / 1_000_000_000

@@ -4,7 +4,7 @@ plain and streamed calls, completions, embeddings, the model list, and what is b
 from __future__ import annotations
 
 import pytest
-from conftest import PROVIDER_KEYS, Running
+from harness import PROVIDER_KEYS, Running
 
 pytestmark = pytest.mark.integration
 

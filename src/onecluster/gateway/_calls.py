@@ -357,6 +357,7 @@ async def _stream(call: _Call, request: web.Request) -> web.StreamResponse:
     outcome = ""
     skip_usage = not call.request.client_wants_usage
     raw: bytes | None = first
+    cut: UpstreamError | None = None
     try:
         while raw is not None:
             event = parse_event(raw)
@@ -380,12 +381,17 @@ async def _stream(call: _Call, request: web.Request) -> web.StreamResponse:
             finally:
                 call.upstream_wait += time.perf_counter() - sent
     except UpstreamError as exc:
-        await _try_write(response, _error_event(exc, call.gw.provider_secrets()))
+        cut = exc
+    finally:
+        reply.close()  # a no-op once the body was read whole; else the provider stops
     if not outcome:
         # The stream ended without [DONE]: complete if the provider's usage arrived.
         outcome = "ok" if usage is not None else "upstream_cut"
     await _settle(call, 200, outcome, usage, "".join(call.texts))
-    if outcome == "ok":
+    # Only now, with the call settled, does the client see its stream end.
+    if cut is not None:
+        await _try_write(response, _error_event(cut, call.gw.provider_secrets()))
+    elif outcome == "ok":
         await _try_write(response, b"data: [DONE]\n\n")
     if outcome != "client_disconnected":
         with contextlib.suppress(ConnectionError):

@@ -116,6 +116,7 @@ class _AiohttpReply:
             msg = f"upstream {self._upstream} stopped sending its answer"
             raise UpstreamTimeoutError(msg) from None
         except aiohttp.ClientError as exc:
+            self.close()
             msg = f"upstream {self._upstream} broke off its answer ({type(exc).__name__})"
             raise UpstreamError(msg) from None
 
@@ -141,6 +142,7 @@ class _AiohttpReply:
             msg = f"upstream {self._upstream} stalled mid-stream"
             raise UpstreamTimeoutError(msg) from None
         except aiohttp.ClientError as exc:
+            self.close()
             msg = f"upstream {self._upstream} cut its stream ({type(exc).__name__})"
             raise UpstreamError(msg) from None
 
