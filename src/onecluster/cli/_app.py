@@ -12,6 +12,7 @@ import typer
 from onecluster.cli import (
     _agent,
     _cancel,
+    _gateway,
     _jobs,
     _lab,
     _links,
@@ -56,6 +57,7 @@ def build_app() -> typer.Typer:
         _report,
         _token,
         _lab,
+        _gateway,
     ):
         module.register(app)
     return app

@@ -1,16 +1,24 @@
-"""``onecluster report gpu``: the monthly GPU-hours, cost, utilisation and wait report."""
+"""``onecluster report gpu``: the monthly GPU-hours, cost, utilisation and wait report;
+``onecluster report llm``: the LLM gateway's monthly bill per team, from its ledger."""
 
 from __future__ import annotations
 
+import csv
 import enum
+import io
 import json
+from decimal import Decimal
+from pathlib import Path
 
 import typer
 from rich.table import Table
 
-from onecluster.cli._config import open_client
+from onecluster.cli._config import config_of, open_client
 from onecluster.cli._render import format_duration, out_console
+from onecluster.errors import ValidationError
 from onecluster.reports import GpuReport, Month, ReportRow
+
+NANO = 1_000_000_000
 
 __all__ = ["register"]
 
@@ -27,6 +35,7 @@ def register(app: typer.Typer) -> None:
     """Add the ``report`` group (``report gpu``) to ``app``."""
     report_app = typer.Typer(help="Monthly reports (admin token).", no_args_is_help=True)
     report_app.command("gpu")(gpu)
+    report_app.command("llm")(llm)
     app.add_typer(report_app, name="report")
 
 
@@ -77,3 +86,65 @@ def _table(title: str, rows: tuple[ReportRow, ...], label: str) -> Table:
 
 def _percent(value: float | None) -> str:
     return "-" if value is None else f"{value * 100:.2f}%"
+
+
+def llm(
+    ctx: typer.Context,
+    month: str = typer.Option(..., "--month", help="The month, as YYYY-MM (UTC)."),
+    db: Path | None = typer.Option(
+        None,
+        "--db",
+        help="Gateway database \\[default: <state-dir>/gateway.db].",
+        show_default=False,
+    ),
+    currency: str = typer.Option("USD", "--currency", help="The bill's currency (a label)."),
+    output: ReportFormat = typer.Option(ReportFormat.TABLE, "--format", help="table, csv or json."),
+) -> None:
+    """The LLM bill of a month per team and model: calls, tokens, cost (the ledger's sums)."""
+    from onecluster.gateway import GatewayStore
+
+    when = Month.parse(month)
+    path = db or config_of(ctx).state_dir / "gateway.db"
+    if not path.exists():
+        msg = f"there is no gateway database at {path}"
+        raise ValidationError(msg, hint="pass --db, or run `onecluster gateway serve` first")
+    store = GatewayStore(path)
+    try:
+        lines = store.bill(when.year * 12 + when.month - 1)
+    finally:
+        store.close()
+    rows = [
+        {
+            "team": line.team,
+            "model": line.model,
+            "calls": line.calls,
+            "prompt_tokens": line.prompt_tokens,
+            "completion_tokens": line.completion_tokens,
+            "cost": f"{Decimal(line.cost) / NANO:.6f}",
+            "estimated_calls": line.estimated_calls,
+        }
+        for line in lines
+    ]
+    if output is ReportFormat.JSON:
+        typer.echo(json.dumps({"month": month, "currency": currency, "lines": rows}, indent=2))
+        return
+    if output is ReportFormat.CSV:
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, fieldnames=list(rows[0]) if rows else ["team"])
+        writer.writeheader()
+        writer.writerows(rows)
+        typer.echo(buffer.getvalue(), nl=False)
+        return
+    table = Table(title=f"LLM bill {month} ({currency})", header_style="bold", title_justify="left")
+    for column in ("TEAM", "MODEL", "CALLS", "PROMPT TOK", "COMPLETION TOK", "COST", "ESTIMATED"):
+        table.add_column(column, justify="left" if column in ("TEAM", "MODEL") else "right")
+    for row in rows:
+        table.add_row(*(str(v) for v in row.values()))
+    console = out_console()
+    console.print(table)
+    teams: dict[str, int] = {}
+    for line in lines:
+        teams[line.team] = teams.get(line.team, 0) + line.cost
+    for team, cost in teams.items():
+        console.print(f"{team}: {Decimal(cost) / NANO:.6f} {currency}")
+    console.print(f"total: {Decimal(sum(teams.values())) / NANO:.6f} {currency}")
