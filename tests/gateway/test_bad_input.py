@@ -40,7 +40,7 @@ def test_missing_unknown_and_revoked_keys_are_401(running: Running) -> None:
     assert reply.json()["error"]["type"] == "authentication_error"
     key = running.key("vision")
     ask(running.client(key))
-    (record,) = running.store.keys("vision")
+    (record,) = running.store.team_keys("vision")
     running.store.revoke_key(record.key_id, T0 + 1)
     running.server.call(running.gateway.keys.refresh)  # what the 1 s refresh does
     with pytest.raises(openai.AuthenticationError) as revoked:

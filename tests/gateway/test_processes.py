@@ -200,7 +200,7 @@ def test_the_monthly_bill_is_the_sum_of_the_upstreams_usage(
                 max_tokens=1 + i % 8,
                 stream_options={"include_usage": True},
             )
-            usage = [c.usage for c in stream if c.usage][0]
+            usage = next(c.usage for c in stream if c.usage)
         else:
             usage = client.chat.completions.create(
                 model="gpt-fake",
@@ -213,7 +213,7 @@ def test_the_monthly_bill_is_the_sum_of_the_upstreams_usage(
     month = time.strftime("%Y-%m", time.gmtime())
     bill = json.loads(admin.cli("report", "llm", "--month", month, "--format", "json"))
     lines = {line["team"]: line for line in bill["lines"]}
-    assert set(lines) == set(keys)
+    assert set(keys) <= set(lines)  # the other tests of this module billed other teams
     for team, (prompt, completion) in reported.items():
         line = lines[team]
         assert (line["prompt_tokens"], line["completion_tokens"]) == (prompt, completion)

@@ -192,5 +192,5 @@ def test_a_zero_spend_limit_admits_nothing_that_costs(running: Running) -> None:
 
 
 def _key_scope(running: Running, secret: str) -> str:
-    (record,) = [k for k in running.store.keys() if secret.startswith(f"ocg_{k.key_id}_")]
+    (record,) = [k for k in running.store.team_keys() if secret.startswith(f"ocg_{k.key_id}_")]
     return f"key:{record.key_id}"

@@ -209,7 +209,7 @@ def list_keys(
 
     store = GatewayStore(_db(ctx, db))
     try:
-        records = store.keys(team)
+        records = store.team_keys(team)
     finally:
         store.close()
     table = Table(header_style="bold")
