@@ -113,7 +113,9 @@ async def _admit(call: _Call, request: web.Request) -> None:
         call.request_id = f"{call.caller.key.key_id}:{idempotency}"[:200]
     call.estimate = _prompt_tokens(gw, call.request, call.model)
     ask = _ask(call.request, call.model, call.estimate)
-    op = ReserveOp(call.request_id, call.caller.scopes, ask, gw.clock.now())
+    op = ReserveOp(
+        call.request_id, call.caller.scopes, ask, gw.clock.now(), idempotent=bool(idempotency)
+    )
     result = await gw.batcher.submit(op)
     if isinstance(result, Reservation):
         call.reservation = result
@@ -274,13 +276,7 @@ async def _settle(
     call.settled = True
     await call.gw.batcher.submit(SettleOp(record, call.reservation))
     call.reservation = None
-    metrics = call.gw.metrics
-    team, model = record.team, record.model
-    metrics.calls.labels(team, model, outcome).inc()
-    metrics.tokens.labels(team, model, "prompt").inc(record.prompt_tokens)
-    metrics.tokens.labels(team, model, "completion").inc(record.completion_tokens)
-    metrics.cost.labels(team).inc(cost / 1e9)
-    metrics.overhead.observe(record.overhead_ms / 1000)
+    call.gw.metrics.count(record)
     return record
 
 

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+
+from onecluster.gateway._records import CallRecord
 
 __all__ = ["GatewayMetrics"]
 
@@ -51,6 +55,27 @@ class GatewayMetrics:
             buckets=_LATENCY_BUCKETS,
             registry=self.registry,
         )
+
+        self._children: dict[tuple[str, str, str], tuple[Any, Any, Any, Any]] = {}
+
+    def count(self, record: CallRecord) -> None:
+        """Count a settled call (label children are cached: this is on every call's path)."""
+        key = (record.team, record.model, record.outcome)
+        children = self._children.get(key)
+        if children is None:
+            children = (
+                self.calls.labels(*key),
+                self.tokens.labels(record.team, record.model, "prompt"),
+                self.tokens.labels(record.team, record.model, "completion"),
+                self.cost.labels(record.team),
+            )
+            self._children[key] = children
+        calls, prompt, completion, cost = children
+        calls.inc()
+        prompt.inc(record.prompt_tokens)
+        completion.inc(record.completion_tokens)
+        cost.inc(record.cost / 1e9)
+        self.overhead.observe(record.overhead_ms / 1000)
 
     def exposition(self) -> bytes:
         """The metrics in Prometheus' text format."""

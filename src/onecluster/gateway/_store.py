@@ -102,6 +102,8 @@ class ReserveOp:
     scopes: tuple[tuple[str, Limits], ...]
     ask: Ask
     now: float
+    idempotent: bool = False
+    """The id came from the client's Idempotency-Key (so it may repeat a billed call)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -331,7 +333,8 @@ def _read(
 
 
 def _reserve(db: sqlite3.Connection, op: ReserveOp) -> Decision | Reservation | ConflictError:
-    if db.execute("SELECT 1 FROM gw_ledger WHERE request_id = ?", (op.request_id,)).fetchone():
+    billed = "SELECT 1 FROM gw_ledger WHERE request_id = ?"
+    if op.idempotent and db.execute(billed, (op.request_id,)).fetchone():
         msg = "a call with this Idempotency-Key was already answered and billed"
         return ConflictError(msg, hint="use a new Idempotency-Key for a new call")
     names = tuple(s for s, _ in op.scopes)
