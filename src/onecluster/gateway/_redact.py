@@ -1,10 +1,10 @@
 """PII redaction for the prompts and answers a team's policy keeps in the audit.
 
-Pure and regex-based: e-mail addresses, phone numbers (mainland mobiles and international
-``+`` numbers), PRC resident identity numbers (checked with their ISO 7064 MOD 11-2 digit),
-payment card numbers (checked with Luhn, 13 to 19 digits so UnionPay's 19 are caught) and
-IPv4 addresses become ``[EMAIL]``, ``[PHONE]``, ``[ID]``, ``[CARD]`` and ``[IP]``.  A number
-that fails its checksum is left alone (an order number is not a card).
+Pure and regex-based: e-mail addresses, phone numbers (mainland mobiles and landlines,
+international ``+`` numbers), PRC resident identity numbers (checked with their ISO 7064
+MOD 11-2 digit), payment card numbers (checked with Luhn, 13 to 19 digits, so UnionPay's
+19 are caught) and IPv4 addresses become ``[EMAIL]``, ``[PHONE]``, ``[ID]``, ``[CARD]``
+and ``[IP]``.  A number that fails its checksum is left alone (an order is not a card).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ _EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}")
 _RESIDENT_ID = re.compile(r"(?<!\d)\d{17}[\dXx](?!\d)")
 _CARD = re.compile(r"(?<!\d)\d(?:[ -]?\d){12,18}(?!\d)")
 _PHONE = re.compile(
-    r"(?<![\d+])(?:\+\d{1,3}[ -]?)?(?:1[3-9]\d{9}|\d{2,4}[ -]\d{3,4}[ -]\d{4})(?!\d)"
+    r"(?<![\d+])(?:\+\d{1,3}[ -]?\d{1,4}(?:[ -]?\d{2,4}){1,3}|1[3-9]\d{9}|0\d{2,3}-\d{7,8})(?!\d)"
 )
 _IPV4 = re.compile(
     r"(?<![\d.])(?:(?:25[0-5]|2[0-4]\d|1?\d?\d)\.){3}(?:25[0-5]|2[0-4]\d|1?\d?\d)(?![\d.])"
