@@ -4,7 +4,7 @@ fixed clock, provider keys sealed in the gateway's store, and team keys issued p
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -49,21 +49,37 @@ def fake() -> Iterator[tuple[ServerThread, FakeUpstream]]:
 
 
 @pytest.fixture
-def running(
+def make_gateway(
     tmp_path: Path, fake: tuple[ServerThread, FakeUpstream], tokenizers: Path | None
-) -> Iterator[Running]:
-    upstream, seen = fake
-    config = parse_gateway_config(gateway_yaml(upstream.url))
-    settings = GatewaySettings(
-        db_path=tmp_path / "gateway.db",
-        secret_path=tmp_path / "gateway.secret",
-        tokenizers_dir=tokenizers,
-    )
-    seal_provider_keys(settings.db_path, settings.secret_path)
-    clock = ManualClock(T0)
-    gateway = Gateway.open(config, settings, clock=clock)
-    server = ServerThread(lambda: build_app(gateway)).start()
-    store = GatewayStore(settings.db_path)
-    yield Running(server.url, clock, store, seen, gateway, server)
-    store.close()
-    server.stop()
+) -> Iterator[Callable[[str], Running]]:
+    """Start a gateway on the configuration ``gateway_yaml`` gives for the fake's URL."""
+    started: list[Running] = []
+
+    def start(yaml_text: str) -> Running:
+        seen = fake[1]
+        config = parse_gateway_config(yaml_text)
+        base = tmp_path / f"gw{len(started)}"
+        settings = GatewaySettings(
+            db_path=base / "gateway.db",
+            secret_path=base / "gateway.secret",
+            tokenizers_dir=tokenizers,
+        )
+        seal_provider_keys(settings.db_path, settings.secret_path)
+        clock = ManualClock(T0)
+        gateway = Gateway.open(config, settings, clock=clock)
+        server = ServerThread(lambda: build_app(gateway)).start()
+        store = GatewayStore(settings.db_path)
+        started.append(Running(server.url, clock, store, seen, gateway, server))
+        return started[-1]
+
+    yield start
+    for run in started:
+        run.store.close()
+        run.server.stop()
+
+
+@pytest.fixture
+def running(
+    make_gateway: Callable[[str], Running], fake: tuple[ServerThread, FakeUpstream]
+) -> Running:
+    return make_gateway(gateway_yaml(fake[0].url))

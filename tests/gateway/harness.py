@@ -89,15 +89,17 @@ class ServerThread:
         self._loop.close()
 
 
-def gateway_yaml(upstream_url: str, *, extra_upstream_url: str | None = None) -> str:
-    """Four tiers and five teams around the fake upstream at ``upstream_url``."""
-    second = extra_upstream_url or upstream_url
+def gateway_yaml(upstream_url: str, *, tokyo_proxy: str | None = None) -> str:
+    """Four tiers and five teams around the fake upstream at ``upstream_url``; the Tokyo
+    egress node reaches it through ``tokyo_proxy`` when given."""
+    second = upstream_url
+    proxy = f", proxy: {tokyo_proxy!r}" if tokyo_proxy else ""
     return f"""
 version: 1
 currency: USD
 egress:
   - {{name: sg-egress, site: singapore}}
-  - {{name: tokyo-egress, site: tokyo}}
+  - {{name: tokyo-egress, site: tokyo{proxy}}}
 upstreams:
   - {{name: openai-sg, base_url: "{upstream_url}/v1", egress: sg-egress, timeout_s: 2}}
   - {{name: azure-tokyo, base_url: "{second}/v1", egress: tokyo-egress, auth: api-key,
