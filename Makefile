@@ -47,6 +47,7 @@ bench: install
 	$(BIN)/python benchmarks/bench_scheduler.py
 	$(BIN)/python benchmarks/bench_policies.py
 	$(BIN)/python benchmarks/bench_api.py
+	$(BIN)/python benchmarks/bench_gateway.py
 
 ## make bench-lab: the lab's benchmarks (root): emulator fidelity and recovery from cuts and flaps.
 bench-lab: install

@@ -74,8 +74,9 @@ class Servers:
     def start(self, name: str, argv: list[str]) -> None:
         ready = self.base / f"{name}.port"
         log = (self.base / f"{name}.log").open("wb")
-        proc = subprocess.Popen([*argv, "--port", "0", "--ready-file", str(ready)],
-                                stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [*argv, "--port", "0", "--ready-file", str(ready)], stdout=log, stderr=subprocess.STDOUT
+        )
         self.procs[name] = proc
         deadline = time.monotonic() + 60
         while not (ready.exists() and ready.read_text().strip()):
@@ -97,25 +98,37 @@ def _setup(base: Path) -> tuple[Servers, str]:
     config = base / "gateway.yaml"
     config.write_text(CONFIG.replace("UPSTREAM", servers.urls["direct"]))
     state = ["--state-dir", str(base)]
-    subprocess.run([*CLI, *state, "gateway", "provider-key", "set", "fake", "--config",
-                    str(config)], input=PROVIDER_KEY + "\n", text=True, check=True,
-                   capture_output=True)
-    key = subprocess.run([*CLI, *state, "gateway", "keys", "issue", "--config", str(config),
-                          "--team", "bench"], text=True, check=True,
-                         capture_output=True).stdout.strip()
+    subprocess.run(
+        [*CLI, *state, "gateway", "provider-key", "set", "fake", "--config", str(config)],
+        input=PROVIDER_KEY + "\n",
+        text=True,
+        check=True,
+        capture_output=True,
+    )
+    key = subprocess.run(
+        [*CLI, *state, "gateway", "keys", "issue", "--config", str(config), "--team", "bench"],
+        text=True,
+        check=True,
+        capture_output=True,
+    ).stdout.strip()
     tokenizers = ["--tokenizers", str(TOKENIZERS)] if TOKENIZERS.is_dir() else []
-    servers.start("gateway", [*CLI, *state, "gateway", "serve", "--config", str(config),
-                              *tokenizers])
-    servers.start("bare", [sys.executable, __file__, "--bare-proxy", "--upstream",
-                           servers.urls["direct"]])
+    servers.start(
+        "gateway", [*CLI, *state, "gateway", "serve", "--config", str(config), *tokenizers]
+    )
+    servers.start(
+        "bare", [sys.executable, __file__, "--bare-proxy", "--upstream", servers.urls["direct"]]
+    )
     return servers, key
 
 
-def _latency(servers: Servers, key: str, rounds: int, n: int, *, stream: bool) -> dict[str, dict[str, float]]:
+def _latency(
+    servers: Servers, key: str, rounds: int, n: int, *, stream: bool
+) -> dict[str, dict[str, float]]:
     headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
     body = STREAM_BODY if stream else BODY
-    per: dict[str, dict[str, list[float]]] = {t: {"total": [], "ttft": [], "medians": []}
-                                               for t in servers.urls}
+    per: dict[str, dict[str, list[float]]] = {
+        t: {"total": [], "ttft": [], "medians": []} for t in servers.urls
+    }
     cpu: dict[str, float] = dict.fromkeys(servers.urls, 0.0)
     clients = {t: httpx.Client(base_url=u) for t, u in servers.urls.items()}
     for t, client in clients.items():  # warm up every path
@@ -148,7 +161,9 @@ def _latency(servers: Servers, key: str, rounds: int, n: int, *, stream: bool) -
     return out
 
 
-def _one(client: httpx.Client, body: bytes, headers: dict[str, str], *, stream: bool) -> tuple[float, float]:
+def _one(
+    client: httpx.Client, body: bytes, headers: dict[str, str], *, stream: bool
+) -> tuple[float, float]:
     start = time.perf_counter()
     if not stream:
         reply = client.post("/v1/chat/completions", content=body, headers=headers)
@@ -169,15 +184,32 @@ _HEY_PCT = re.compile(r"(\d+)%% in ([\d.]+) secs".replace("%%", "%"))
 _HEY_CODES = re.compile(r"\[(\d{3})\]\s+(\d+) responses")
 
 
-def _throughput(servers: Servers, key: str, concurrency: int, seconds: float) -> dict[str, dict[str, float]]:
+def _throughput(
+    servers: Servers, key: str, concurrency: int, seconds: float
+) -> dict[str, dict[str, float]]:
     out = {}
     for t, url in servers.urls.items():
         before = _cpu(servers.procs[t].pid)
         done = subprocess.run(
-            ["hey", "-z", f"{seconds}s", "-c", str(concurrency), "-m", "POST", "-T",
-             "application/json", "-H", f"Authorization: Bearer {key}", "-d", BODY.decode(),
-             f"{url}/v1/chat/completions"],
-            capture_output=True, text=True, check=True,
+            [
+                "hey",
+                "-z",
+                f"{seconds}s",
+                "-c",
+                str(concurrency),
+                "-m",
+                "POST",
+                "-T",
+                "application/json",
+                "-H",
+                f"Authorization: Bearer {key}",
+                "-d",
+                BODY.decode(),
+                f"{url}/v1/chat/completions",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
         )
         cpu = _cpu(servers.procs[t].pid) - before
         codes = {int(c): int(n) for c, n in _HEY_CODES.findall(done.stdout)}
@@ -210,6 +242,13 @@ def main() -> None:
     if args.bare_proxy:
         _bare_proxy(args.upstream, args.port, args.ready_file)
         return
+    if shutil.which("hey") is None and os.geteuid() == 0:
+        subprocess.run(
+            ["apt-get", "install", "-y", "-q", "hey"],
+            check=False,
+            capture_output=True,
+            env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
+        )
     if shutil.which("hey") is None:
         sys.exit("hey is not installed: apt-get install hey")
     rounds, n, seconds = (3, 100, 4.0) if args.quick else (7, 200, 10.0)
@@ -226,28 +265,41 @@ def main() -> None:
     _report(plain, stream, loads, _ledger_rows(base), calls, args)
 
 
-def _report(plain: dict, stream: dict, loads: dict, ledger: int, calls: int,
-            args: argparse.Namespace) -> None:
+def _report(
+    plain: dict, stream: dict, loads: dict, ledger: int, calls: int, args: argparse.Namespace
+) -> None:
     d = plain["direct"]
     print(f"# bench_gateway {'--quick ' if args.quick else ''}({time.strftime('%Y-%m-%d')})\n")
     print("| non-stream, sequential | p50 ms | p99 ms | added p50 ms | CPU ms/req |")
     print("|---|---|---|---|---|")
     for t, r in plain.items():
-        print(f"| {t} | {r['p50']:.3f} | {r['p99']:.3f} | {r['p50'] - d['p50']:+.3f} | {r['cpu_ms']:.3f} |")
+        print(
+            f"| {t} | {r['p50']:.3f} | {r['p99']:.3f} | {r['p50'] - d['p50']:+.3f} | {r['cpu_ms']:.3f} |"
+        )
     s = stream["direct"]
-    print("\n| stream (8 chunks), sequential | TTFT p50 ms | TTFT p99 ms | added TTFT p50 | total p50 ms | CPU ms/req |")
+    print(
+        "\n| stream (8 chunks), sequential | TTFT p50 ms | TTFT p99 ms | added TTFT p50 | total p50 ms | CPU ms/req |"
+    )
     print("|---|---|---|---|---|---|")
     for t, r in stream.items():
-        print(f"| {t} | {r['ttft_p50']:.3f} | {r['ttft_p99']:.3f} | {r['ttft_p50'] - s['ttft_p50']:+.3f} | {r['p50']:.3f} | {r['cpu_ms']:.3f} |")
+        print(
+            f"| {t} | {r['ttft_p50']:.3f} | {r['ttft_p99']:.3f} | {r['ttft_p50'] - s['ttft_p50']:+.3f} | {r['p50']:.3f} | {r['cpu_ms']:.3f} |"
+        )
     for c, load in loads.items():
         print(f"\n| hey, {c} clients | req/s | p50 ms | p99 ms | non-200 | CPU ms/req |")
         print("|---|---|---|---|---|---|")
         for t, r in load.items():
-            print(f"| {t} | {r['rps']:.0f} | {r['p50']:.1f} | {r['p99']:.1f} | {r['non_200']} | {r['cpu_ms']:.3f} |")
-    print(f"\ngateway/bare throughput: c=16 {loads[16]['gateway']['rps'] / loads[16]['bare']['rps']:.2f}, "
-          f"c=64 {loads[64]['gateway']['rps'] / loads[64]['bare']['rps']:.2f}")
-    print(f"ledger rows {ledger} for {calls} gateway calls answered 200: "
-          f"{'exact' if ledger == calls else 'MISMATCH'}")
+            print(
+                f"| {t} | {r['rps']:.0f} | {r['p50']:.1f} | {r['p99']:.1f} | {r['non_200']} | {r['cpu_ms']:.3f} |"
+            )
+    print(
+        f"\ngateway/bare throughput: c=16 {loads[16]['gateway']['rps'] / loads[16]['bare']['rps']:.2f}, "
+        f"c=64 {loads[64]['gateway']['rps'] / loads[64]['bare']['rps']:.2f}"
+    )
+    print(
+        f"ledger rows {ledger} for {calls} gateway calls answered 200: "
+        f"{'exact' if ledger == calls else 'MISMATCH'}"
+    )
 
 
 def _bare_proxy(upstream: str, port: int, ready_file: Path | None) -> None:
@@ -264,8 +316,9 @@ def _bare_proxy(upstream: str, port: int, ready_file: Path | None) -> None:
 
         async def handle(request: web.Request) -> web.StreamResponse:
             body = await request.read()
-            async with session.post(f"{upstream}/v1/chat/completions", data=body,
-                                    headers=headers) as reply:
+            async with session.post(
+                f"{upstream}/v1/chat/completions", data=body, headers=headers
+            ) as reply:
                 if b'"stream":true' not in body:
                     return web.Response(body=await reply.read(), content_type="application/json")
                 out = web.StreamResponse(headers={"Content-Type": "text/event-stream"})

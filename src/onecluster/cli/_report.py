@@ -137,7 +137,8 @@ def llm(
         return
     table = Table(title=f"LLM bill {month} ({currency})", header_style="bold", title_justify="left")
     for column in ("TEAM", "MODEL", "CALLS", "PROMPT TOK", "COMPLETION TOK", "COST", "ESTIMATED"):
-        table.add_column(column, justify="left" if column in ("TEAM", "MODEL") else "right")
+        left = column in ("TEAM", "MODEL")
+        table.add_column(column, justify="left" if left else "right", no_wrap=left)
     for row in rows:
         table.add_row(*(str(v) for v in row.values()))
     console = out_console()
