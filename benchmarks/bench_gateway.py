@@ -131,7 +131,7 @@ def _latency(
     }
     cpu: dict[str, float] = dict.fromkeys(servers.urls, 0.0)
     clients = {t: httpx.Client(base_url=u) for t, u in servers.urls.items()}
-    for t, client in clients.items():  # warm up every path
+    for client in clients.values():  # warm up every path
         for _ in range(30):
             _one(client, body, headers, stream=stream)
     for _ in range(rounds):
@@ -262,44 +262,62 @@ def main() -> None:
         servers.stop()
     served = sum(int(loads[c]["gateway"]["ok"]) for c in loads)
     calls = 30 * 2 + rounds * n + rounds * (n // 2) + served
-    _report(plain, stream, loads, _ledger_rows(base), calls, args)
+    _report(plain, stream, loads, ledger=_ledger_rows(base), calls=calls, quick=args.quick)
+
+
+def _row(*cells: object) -> None:
+    print("| " + " | ".join(str(c) for c in cells) + " |")
 
 
 def _report(
-    plain: dict, stream: dict, loads: dict, ledger: int, calls: int, args: argparse.Namespace
+    plain: dict, stream: dict, loads: dict, *, ledger: int, calls: int, quick: bool
 ) -> None:
     d = plain["direct"]
-    print(f"# bench_gateway {'--quick ' if args.quick else ''}({time.strftime('%Y-%m-%d')})\n")
-    print("| non-stream, sequential | p50 ms | p99 ms | added p50 ms | CPU ms/req |")
-    print("|---|---|---|---|---|")
+    print(f"# bench_gateway {'--quick ' if quick else ''}({time.strftime('%Y-%m-%d')})\n")
+    _row("non-stream, sequential", "p50 ms", "p99 ms", "added p50 ms", "CPU ms/req")
+    _row(*["---"] * 5)
     for t, r in plain.items():
-        print(
-            f"| {t} | {r['p50']:.3f} | {r['p99']:.3f} | {r['p50'] - d['p50']:+.3f} | {r['cpu_ms']:.3f} |"
-        )
+        added = r["p50"] - d["p50"]
+        _row(t, f"{r['p50']:.3f}", f"{r['p99']:.3f}", f"{added:+.3f}", f"{r['cpu_ms']:.3f}")
     s = stream["direct"]
-    print(
-        "\n| stream (8 chunks), sequential | TTFT p50 ms | TTFT p99 ms | added TTFT p50 | total p50 ms | CPU ms/req |"
+    print()
+    _row(
+        "stream (8 chunks), sequential",
+        "TTFT p50 ms",
+        "TTFT p99 ms",
+        "added TTFT p50",
+        "total p50 ms",
+        "CPU ms/req",
     )
-    print("|---|---|---|---|---|---|")
+    _row(*["---"] * 6)
     for t, r in stream.items():
-        print(
-            f"| {t} | {r['ttft_p50']:.3f} | {r['ttft_p99']:.3f} | {r['ttft_p50'] - s['ttft_p50']:+.3f} | {r['p50']:.3f} | {r['cpu_ms']:.3f} |"
+        added = r["ttft_p50"] - s["ttft_p50"]
+        _row(
+            t,
+            f"{r['ttft_p50']:.3f}",
+            f"{r['ttft_p99']:.3f}",
+            f"{added:+.3f}",
+            f"{r['p50']:.3f}",
+            f"{r['cpu_ms']:.3f}",
         )
     for c, load in loads.items():
-        print(f"\n| hey, {c} clients | req/s | p50 ms | p99 ms | non-200 | CPU ms/req |")
-        print("|---|---|---|---|---|---|")
+        print()
+        _row(f"hey, {c} clients", "req/s", "p50 ms", "p99 ms", "non-200", "CPU ms/req")
+        _row(*["---"] * 6)
         for t, r in load.items():
-            print(
-                f"| {t} | {r['rps']:.0f} | {r['p50']:.1f} | {r['p99']:.1f} | {r['non_200']} | {r['cpu_ms']:.3f} |"
+            _row(
+                t,
+                f"{r['rps']:.0f}",
+                f"{r['p50']:.1f}",
+                f"{r['p99']:.1f}",
+                r["non_200"],
+                f"{r['cpu_ms']:.3f}",
             )
-    print(
-        f"\ngateway/bare throughput: c=16 {loads[16]['gateway']['rps'] / loads[16]['bare']['rps']:.2f}, "
-        f"c=64 {loads[64]['gateway']['rps'] / loads[64]['bare']['rps']:.2f}"
-    )
-    print(
-        f"ledger rows {ledger} for {calls} gateway calls answered 200: "
-        f"{'exact' if ledger == calls else 'MISMATCH'}"
-    )
+    ratio16 = loads[16]["gateway"]["rps"] / loads[16]["bare"]["rps"]
+    ratio64 = loads[64]["gateway"]["rps"] / loads[64]["bare"]["rps"]
+    print(f"\ngateway/bare throughput: c=16 {ratio16:.2f}, c=64 {ratio64:.2f}")
+    verdict = "exact" if ledger == calls else "MISMATCH"
+    print(f"ledger rows {ledger} for {calls} gateway calls answered 200: {verdict}")
 
 
 def _bare_proxy(upstream: str, port: int, ready_file: Path | None) -> None:
@@ -335,7 +353,7 @@ def _bare_proxy(upstream: str, port: int, ready_file: Path | None) -> None:
         site = web.TCPSite(runner, "127.0.0.1", port, backlog=1024)
         await site.start()
         if ready_file is not None:
-            ready_file.write_text(f"{runner.addresses[0][1]}\n")
+            ready_file.write_text(f"{runner.addresses[0][1]}\n")  # noqa: ASYNC240  (once)
         await asyncio.Event().wait()
 
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
