@@ -132,6 +132,12 @@ models:
     input_price: 1.0
     output_price: 2.0
     deployments: [{{upstream: openai-sg, model: fake-cut}}]
+  - name: gpt-malformed
+    region: us
+    max_output_tokens: 64
+    input_price: 1.0
+    output_price: 2.0
+    deployments: [{{upstream: openai-sg, model: fake-malformed}}]
   - name: gpt-badkey
     region: us
     input_price: 1.0

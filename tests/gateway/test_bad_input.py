@@ -195,3 +195,18 @@ def test_a_stream_the_upstream_cuts_ends_with_an_error_and_bills_what_came(
     (row,) = running.store.ledger_rows()
     assert (row["outcome"], row["estimated"]) == ("upstream_cut", 1)
     assert row["completion_tokens"] == running.gateway.estimator.count("o200k_base", "hello " * 3)
+
+
+def test_a_malformed_event_is_dropped_and_the_stream_completes(running: Running) -> None:
+    client = running.client(running.key("vision"))
+    chunks = list(
+        client.chat.completions.create(
+            model="gpt-malformed",
+            messages=HELLO,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "hello " * 8
+    (row,) = running.store.ledger_rows()
+    assert (row["outcome"], row["completion_tokens"], row["estimated"]) == ("ok", 8, 0)

@@ -13,6 +13,7 @@ call counted.
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -26,13 +27,15 @@ from onecluster.gateway._config import ModelEntry
 from onecluster.gateway._errors import GatewayRateLimitError, UpstreamError, error_body
 from onecluster.gateway._gateway import Caller, Gateway
 from onecluster.gateway._providers import ProviderReply, scrub
-from onecluster.gateway._quota import Admitted, Ask, Refused, TooLarge
+from onecluster.gateway._quota import Ask, Refused, TooLarge
 from onecluster.gateway._records import CallRecord, Reservation
 from onecluster.gateway._redact import redact
 from onecluster.gateway._store import ReserveOp, SettleOp
 from onecluster.gateway._wire import CallRequest, Endpoint, Usage, parse_event, parse_request
 
 __all__ = ["handle_call"]
+
+_log = logging.getLogger(__name__)
 
 _CLIENT_ERRORS = frozenset({400, 404, 413, 422})
 
@@ -50,7 +53,6 @@ class _Call:
     model: ModelEntry | None = None
     estimate: int = 0
     reservation: Reservation | None = None
-    admitted: Admitted | None = None
     upstream: str = ""
     egress: str = ""
     attempts: int = 0
@@ -95,6 +97,9 @@ async def handle_call(gw: Gateway, request: web.Request, endpoint: Endpoint) -> 
         return await _whole(call)
     except PlatformError as error:
         return await _refuse(call, error)
+    except Exception as exc:  # noqa: BLE001  (a bug must still release the call's reservation)
+        _log.exception("call %s failed inside the gateway", call.request_id)
+        return await _refuse(call, PlatformError(f"the gateway failed ({type(exc).__name__})"))
 
 
 async def _admit(call: _Call, request: web.Request) -> None:
@@ -290,16 +295,10 @@ def _headers(call: _Call) -> dict[str, str]:
 
 async def _whole(call: _Call) -> web.Response:
     try:
-        _, reply = await _open(call)
-        sent = time.perf_counter()
-        try:
-            body = await reply.body()
-        finally:
-            call.upstream_wait += time.perf_counter() - sent
+        body, usage, answer = await _answer(call)
     except (_Rejected, UpstreamError) as exc:
         await _settle(call, exc.status, _outcome(exc), Usage(0, 0), "")
         raise
-    usage, answer = _read_whole(body)
     record = await _settle(call, 200, "ok", usage, answer)
     headers = _headers(call)
     headers["x-onecluster-cost"] = f"{record.cost / 1e9:.9f}"
@@ -307,17 +306,41 @@ async def _whole(call: _Call) -> web.Response:
     return web.Response(body=body, headers=headers, content_type="application/json")
 
 
+async def _answer(call: _Call) -> tuple[bytes, Usage | None, str]:
+    """A whole answer: a deployment whose body breaks off, or is not JSON, is left for the
+    next one (nothing has been sent to the client yet)."""
+    assert call.model is not None
+    start = 0
+    while True:
+        index, reply = await _open(call, start)
+        sent = time.perf_counter()
+        try:
+            body = await reply.body()
+            parsed = _read_whole(body)
+        except UpstreamError:
+            parsed = None
+        finally:
+            call.upstream_wait += time.perf_counter() - sent
+        if parsed is not None:
+            return body, *parsed
+        start = index + 1
+        if start >= len(call.model.deployments):
+            msg = f"upstream {call.upstream} broke off its answer or sent one that is not JSON"
+            raise UpstreamError(msg)
+
+
 def _outcome(error: PlatformError) -> str:
     return "rejected" if isinstance(error, _Rejected) else error.code
 
 
-def _read_whole(body: bytes) -> tuple[Usage | None, str]:
+def _read_whole(body: bytes) -> tuple[Usage | None, str] | None:
+    """The usage and the answer's text of a JSON body; ``None`` if it is not a JSON object."""
     try:
         parsed = orjson.loads(body)
     except orjson.JSONDecodeError:
-        return None, body.decode(errors="replace")
+        return None
     if not isinstance(parsed, dict):
-        return None, ""
+        return None
     parts: list[str] = []
     for choice in parsed.get("choices") or ():
         if isinstance(choice, dict):
@@ -328,7 +351,7 @@ def _read_whole(body: bytes) -> tuple[Usage | None, str]:
     return Usage.from_json(parsed.get("usage")), "".join(parts)
 
 
-async def _first(events: AsyncIterator[bytes], call: _Call) -> bytes | None:
+async def _next(events: AsyncIterator[bytes], call: _Call) -> bytes | None:
     sent = time.perf_counter()
     try:
         return await anext(events, None)
@@ -360,6 +383,11 @@ async def _stream(call: _Call, request: web.Request) -> web.StreamResponse:
             if event.done:
                 outcome = "ok"
                 break
+            if event.malformed:
+                # Forwarding it would break the client's SDK mid-answer; the rest is sound.
+                _log.warning("upstream %s sent a malformed event; dropped", call.upstream)
+                raw = await _next(events, call)
+                continue
             if event.usage is not None:
                 usage = event.usage
             if event.text:
@@ -371,11 +399,7 @@ async def _stream(call: _Call, request: web.Request) -> web.StreamResponse:
                     outcome = "client_disconnected"
                     reply.close()
                     break
-            sent = time.perf_counter()
-            try:
-                raw = await anext(events, None)
-            finally:
-                call.upstream_wait += time.perf_counter() - sent
+            raw = await _next(events, call)
     except UpstreamError as exc:
         cut = exc
     finally:
@@ -404,7 +428,7 @@ async def _open_stream(call: _Call) -> tuple[ProviderReply, AsyncIterator[bytes]
         index, reply = await _open(call, start)
         events = reply.events()
         try:
-            first = await _first(events, call)
+            first = await _next(events, call)
         except UpstreamError:
             first = None
         if first is not None:
