@@ -16,8 +16,9 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
 import orjson
 from aiohttp import web
@@ -38,6 +39,7 @@ __all__ = ["handle_call"]
 _log = logging.getLogger(__name__)
 
 _CLIENT_ERRORS = frozenset({400, 404, 413, 422})
+_T = TypeVar("_T")
 
 
 @dataclass(slots=True)
@@ -307,25 +309,39 @@ async def _whole(call: _Call) -> web.Response:
 
 
 async def _answer(call: _Call) -> tuple[bytes, Usage | None, str]:
-    """A whole answer: a deployment whose body breaks off, or is not JSON, is left for the
-    next one (nothing has been sent to the client yet)."""
+    """A whole answer; one that breaks off or is not JSON is left for the next deployment."""
+
+    async def whole(reply: ProviderReply) -> tuple[bytes, Usage | None, str] | None:
+        body = await reply.body()
+        parsed = _read_whole(body)
+        return None if parsed is None else (body, *parsed)
+
+    _, got = await _first_good(call, whole, "broke off its answer or sent one not in JSON")
+    return got
+
+
+async def _first_good(
+    call: _Call, take: Callable[[ProviderReply], Awaitable[_T | None]], failure: str
+) -> tuple[ProviderReply, _T]:
+    """The first deployment whose answer ``take`` accepts.  Nothing has been sent to the
+    client yet, so one that fails, or whose answer ``take`` refuses, is left for the next."""
     assert call.model is not None
     start = 0
     while True:
         index, reply = await _open(call, start)
         sent = time.perf_counter()
         try:
-            body = await reply.body()
-            parsed = _read_whole(body)
+            got = await take(reply)
         except UpstreamError:
-            parsed = None
+            got = None
         finally:
             call.upstream_wait += time.perf_counter() - sent
-        if parsed is not None:
-            return body, *parsed
+        if got is not None:
+            return reply, got
+        reply.close()
         start = index + 1
         if start >= len(call.model.deployments):
-            msg = f"upstream {call.upstream} broke off its answer or sent one that is not JSON"
+            msg = f"upstream {call.upstream} {failure}"
             raise UpstreamError(msg)
 
 
@@ -420,24 +436,16 @@ async def _stream(call: _Call, request: web.Request) -> web.StreamResponse:
 
 
 async def _open_stream(call: _Call) -> tuple[ProviderReply, AsyncIterator[bytes], bytes]:
-    """A deployment whose stream has produced its first event (nothing sent to the client
-    yet, so one that fails or closes before it is left for the next)."""
-    assert call.model is not None
-    start = 0
-    while True:
-        index, reply = await _open(call, start)
+    """A deployment whose stream has produced its first event; the client is answered only
+    then, so a stream that fails or closes before it is left for the next deployment."""
+
+    async def first(reply: ProviderReply) -> tuple[AsyncIterator[bytes], bytes] | None:
         events = reply.events()
-        try:
-            first = await _next(events, call)
-        except UpstreamError:
-            first = None
-        if first is not None:
-            return reply, events, first
-        reply.close()
-        start = index + 1
-        if start >= len(call.model.deployments):
-            msg = f"upstream {call.upstream} closed its stream before the first token"
-            raise UpstreamError(msg)
+        event = await anext(events, None)
+        return None if event is None else (events, event)
+
+    reply, (events, event) = await _first_good(call, first, "closed its stream before a token")
+    return reply, events, event
 
 
 def _error_event(error: UpstreamError, secrets: tuple[str, ...]) -> bytes:

@@ -14,8 +14,9 @@ the gateway's budget is 0.5 ms added in all.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -107,23 +108,29 @@ class _AiohttpReply:
     _timeout: float
     _upstream: str
 
-    async def body(self) -> bytes:
+    @contextlib.contextmanager
+    def _failures(self, stalled: str, broke: str) -> Iterator[None]:
+        """Silence and transport errors, as the gateway's errors (the connection dropped)."""
         try:
-            async with asyncio.timeout(self._timeout):
-                return await self._response.read()
+            yield
         except TimeoutError:
             self.close()
-            msg = f"upstream {self._upstream} stopped sending its answer"
+            msg = f"upstream {self._upstream} {stalled}"
             raise UpstreamTimeoutError(msg) from None
         except aiohttp.ClientError as exc:
             self.close()
-            msg = f"upstream {self._upstream} broke off its answer ({type(exc).__name__})"
+            msg = f"upstream {self._upstream} {broke} ({type(exc).__name__})"
             raise UpstreamError(msg) from None
+
+    async def body(self) -> bytes:
+        with self._failures("stopped sending its answer", "broke off its answer"):
+            async with asyncio.timeout(self._timeout):
+                return await self._response.read()
 
     async def events(self) -> AsyncIterator[bytes]:
         content = self._response.content
         lines: list[bytes] = []
-        try:
+        with self._failures("stalled mid-stream", "cut its stream"):
             while True:
                 async with asyncio.timeout(self._timeout):
                     line = await content.readline()
@@ -137,14 +144,6 @@ class _AiohttpReply:
                 elif lines:
                     yield b"\n".join(lines)
                     lines = []
-        except TimeoutError:
-            self.close()
-            msg = f"upstream {self._upstream} stalled mid-stream"
-            raise UpstreamTimeoutError(msg) from None
-        except aiohttp.ClientError as exc:
-            self.close()
-            msg = f"upstream {self._upstream} cut its stream ({type(exc).__name__})"
-            raise UpstreamError(msg) from None
 
     def close(self) -> None:
         self._response.close()
