@@ -194,3 +194,17 @@ def test_a_zero_spend_limit_admits_nothing_that_costs(running: Running) -> None:
 def _key_scope(running: Running, secret: str) -> str:
     (record,) = [k for k in running.store.team_keys() if secret.startswith(f"ocg_{k.key_id}_")]
     return f"key:{record.key_id}"
+
+
+@pytest.mark.parametrize("limit", ["daily_spend", "monthly_spend"])
+def test_spend_limits_under_concurrency_never_admit_more_than_fits(
+    running: Running, limit: str
+) -> None:
+    _, r_cost = reservation(running)
+    room = Decimal(4 * r_cost - 1) / 1_000_000_000  # three reservations fit, not four
+    key = running.key("vision", KeyLimits(**{limit: room}))
+    got = asyncio.run(overlapping(running, key, 10))
+    assert got.count("ok") == 3
+    spent = running.store.counters(_key_scope(running, key), running.clock.now())
+    period = "day" if limit == "daily_spend" else "month"
+    assert (spent[period].spend, spent[period].reserved_spend) == (3 * A_COST, 0)

@@ -50,10 +50,7 @@ async def _run(
     await runner.setup()
     site = web.TCPSite(runner, host, port, backlog=1024, reuse_address=True)
     await site.start()
-    bound = port
-    server = site._server
-    if server is not None and server.sockets:  # type: ignore[attr-defined]
-        bound = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
+    bound = int(runner.addresses[0][1])
     if on_ready is not None:
         on_ready(bound)
     try:
