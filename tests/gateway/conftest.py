@@ -51,31 +51,30 @@ def fake() -> Iterator[tuple[ServerThread, FakeUpstream]]:
 @pytest.fixture
 def make_gateway(
     tmp_path: Path, fake: tuple[ServerThread, FakeUpstream], tokenizers: Path | None
-) -> Iterator[Callable[[str], Running]]:
+) -> Iterator[Callable[..., Running]]:
     """Start a gateway on the configuration ``gateway_yaml`` gives for the fake's URL."""
     started: list[Running] = []
 
-    def start(yaml_text: str) -> Running:
+    def start(yaml_text: str, db_url: str | None = None) -> Running:
         seen = fake[1]
         config = parse_gateway_config(yaml_text)
         base = tmp_path / f"gw{len(started)}"
         settings = GatewaySettings(
-            db_path=base / "gateway.db",
+            db=db_url or base / "gateway.db",
             secret_path=base / "gateway.secret",
             tokenizers_dir=tokenizers,
         )
-        seal_provider_keys(settings.db_path, settings.secret_path)
+        seal_provider_keys(settings.db, settings.secret_path)
         clock = ManualClock(T0)
         gateway = Gateway.open(config, settings, clock=clock)
         server = ServerThread(lambda: build_app(gateway)).start()
-        store = GatewayStore(settings.db_path)
+        store = GatewayStore(settings.db)
         started.append(Running(server.url, clock, store, seen, gateway, server))
         return started[-1]
 
     yield start
     for run in started:
-        run.store.close()
-        run.server.stop()
+        run.close()
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 
@@ -188,18 +188,28 @@ class Running:
     fake: FakeUpstream
     gateway: Gateway
     server: ServerThread
+    clients: list[openai.OpenAI] = field(default_factory=list)
 
     def key(self, team: str, limits: KeyLimits | None = None, name: str = "test") -> str:
         return self.store.issue_key(team, name, limits or KeyLimits(), T0).secret
 
     def client(self, key: str) -> openai.OpenAI:
-        return openai.OpenAI(base_url=f"{self.url}/v1", api_key=key, max_retries=0, timeout=20)
+        """An SDK client (closed when the test ends)."""
+        client = openai.OpenAI(base_url=f"{self.url}/v1", api_key=key, max_retries=0, timeout=20)
+        self.clients.append(client)
+        return client
+
+    def close(self) -> None:
+        for client in self.clients:
+            client.close()
+        self.store.close()
+        self.server.stop()
 
     def async_client(self, key: str) -> openai.AsyncOpenAI:
         return openai.AsyncOpenAI(base_url=f"{self.url}/v1", api_key=key, max_retries=0, timeout=20)
 
 
-def seal_provider_keys(db: Path, secret: Path) -> None:
+def seal_provider_keys(db: str | Path, secret: Path) -> None:
     box = SecretBox.open(secret)
     store = GatewayStore(db)
     for upstream, key in PROVIDER_KEYS.items():

@@ -181,6 +181,7 @@ def test_revoking_a_key_stops_it_on_every_process(fleet: tuple[Fleet, list[str]]
     for c in clients:
         with pytest.raises(openai.AuthenticationError):
             c.chat.completions.create(model="gpt-fake", messages=HELLO)
+        c.close()
 
 
 def test_the_monthly_bill_is_the_sum_of_the_upstreams_usage(
@@ -189,9 +190,11 @@ def test_the_monthly_bill_is_the_sum_of_the_upstreams_usage(
     admin, urls = fleet
     keys = {team: _issue(admin, team) for team in ("speech", "legal", "research")}
     reported: dict[str, list[int]] = {team: [0, 0] for team in keys}
+    clients: list[openai.OpenAI] = []
     for i in range(24):
         team = list(keys)[i % 3]
         client = openai.OpenAI(base_url=urls[i % 2], api_key=keys[team], max_retries=0)
+        clients.append(client)
         if i % 4 == 0:
             stream = client.chat.completions.create(
                 model="gpt-fake",
@@ -210,6 +213,8 @@ def test_the_monthly_bill_is_the_sum_of_the_upstreams_usage(
         assert usage is not None
         reported[team][0] += usage.prompt_tokens
         reported[team][1] += usage.completion_tokens
+    for client in clients:
+        client.close()
     month = time.strftime("%Y-%m", time.gmtime())
     bill = json.loads(admin.cli("report", "llm", "--month", month, "--format", "json"))
     lines = {line["team"]: line for line in bill["lines"]}

@@ -39,7 +39,7 @@ def register(app: typer.Typer) -> None:
     app.add_typer(group, name="gateway")
 
 
-def _db(ctx: typer.Context, db: Path | None) -> Path:
+def _db(ctx: typer.Context, db: str | None) -> str | Path:
     return db or config_of(ctx).state_dir / "gateway.db"
 
 
@@ -51,7 +51,8 @@ _CONFIG = typer.Option(..., "--config", help="Gateway configuration (YAML).")
 _DB = typer.Option(
     None,
     "--db",
-    help="Gateway database \\[default: <state-dir>/gateway.db].",
+    help="Gateway database: a SQLite file, shared by the processes of a host, or a "
+    "postgresql:// URL, shared across hosts \\[default: <state-dir>/gateway.db].",
     show_default=False,
 )
 _SECRET = typer.Option(
@@ -66,7 +67,7 @@ def serve(
     ctx: typer.Context,
     *,
     config: Path = _CONFIG,
-    db: Path | None = _DB,
+    db: str | None = _DB,
     secret: Path | None = _SECRET,
     tokenizers: Path | None = typer.Option(
         None,
@@ -95,7 +96,7 @@ def serve(
         # tiktoken finds its files only through this variable; set before it loads any.
         os.environ["TIKTOKEN_CACHE_DIR"] = str(tokenizers)
     settings = GatewaySettings(
-        db_path=_db(ctx, db), secret_path=_secret(ctx, secret), tokenizers_dir=tokenizers
+        db=_db(ctx, db), secret_path=_secret(ctx, secret), tokenizers_dir=tokenizers
     )
 
     def ready(bound: int) -> None:
@@ -153,7 +154,7 @@ def issue(
     model: list[str] | None = typer.Option(
         None, "--model", help="Allowed model (repeat; must be on the tier)."
     ),
-    db: Path | None = _DB,
+    db: str | None = _DB,
 ) -> None:
     """Issue a team key and print it once; the gateway keeps only its hash."""
     from onecluster.gateway import GatewayStore, KeyLimits, load_gateway_config
@@ -186,7 +187,7 @@ def issue(
 def revoke(
     ctx: typer.Context,
     key_id: str = typer.Argument(..., help="The key's id (from `keys list`)."),
-    db: Path | None = _DB,
+    db: str | None = _DB,
 ) -> None:
     """Revoke a key; every gateway process refuses it within a second."""
     from onecluster.gateway import GatewayStore
@@ -202,7 +203,7 @@ def revoke(
 def list_keys(
     ctx: typer.Context,
     team: str | None = typer.Option(None, "--team", help="Only this team's keys."),
-    db: Path | None = _DB,
+    db: str | None = _DB,
 ) -> None:
     """List keys (never their secrets)."""
     from onecluster.gateway import GatewayStore
@@ -232,7 +233,7 @@ def set_provider_key(
     ctx: typer.Context,
     upstream: str = typer.Argument(..., help="The upstream (as named in the configuration)."),
     config: Path = _CONFIG,
-    db: Path | None = _DB,
+    db: str | None = _DB,
     secret: Path | None = _SECRET,
 ) -> None:
     """Seal an upstream's provider key, read from stdin, into the gateway's database."""

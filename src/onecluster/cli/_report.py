@@ -91,10 +91,11 @@ def _percent(value: float | None) -> str:
 def llm(
     ctx: typer.Context,
     month: str = typer.Option(..., "--month", help="The month, as YYYY-MM (UTC)."),
-    db: Path | None = typer.Option(
+    db: str | None = typer.Option(
         None,
         "--db",
-        help="Gateway database \\[default: <state-dir>/gateway.db].",
+        help="Gateway database (a SQLite file or a postgresql:// URL) "
+        "\\[default: <state-dir>/gateway.db].",
         show_default=False,
     ),
     currency: str = typer.Option("USD", "--currency", help="The bill's currency (a label)."),
@@ -105,7 +106,7 @@ def llm(
 
     when = Month.parse(month)
     path = db or config_of(ctx).state_dir / "gateway.db"
-    if not path.exists():
+    if "://" not in str(path) and not Path(path).exists():
         msg = f"there is no gateway database at {path}"
         raise ValidationError(msg, hint="pass --db, or run `onecluster gateway serve` first")
     store = GatewayStore(path)

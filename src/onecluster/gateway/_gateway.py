@@ -6,8 +6,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 from onecluster.clock import Clock, SystemClock
 from onecluster.errors import ForbiddenError, NotFoundError, ValidationError
@@ -25,13 +28,16 @@ from onecluster.gateway._wire import Endpoint
 __all__ = ["Caller", "Gateway", "GatewaySettings"]
 
 _log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
 class GatewaySettings:
     """How one gateway process runs (the configuration file says *what* it serves)."""
 
-    db_path: Path
+    db: str | Path
+    """The gateway's database: a SQLite file (shared by the processes of one host) or a
+    ``postgresql://`` URL (shared by processes on several hosts)."""
     secret_path: Path
     tokenizers_dir: Path | None = None
     key_refresh_s: float = 1.0
@@ -77,7 +83,9 @@ class Gateway:
         self.store = store
         self.providers = providers
         self.clock = clock
-        self.batcher = Batcher(store)
+        # On PostgreSQL the batches get a connection (and a thread) of their own.
+        self._batch_store = GatewayStore(settings.db) if store.blocking else store
+        self.batcher = Batcher(self._batch_store)
         self.keys = KeyCache(store)
         self.metrics = GatewayMetrics()
         self.estimator = TokenEstimator.load(settings.tokenizers_dir)
@@ -94,7 +102,7 @@ class Gateway:
         An upstream whose key was never set gets no adapter: calls routed to it fail over
         to the model's next deployment, and the last one answers 502 saying so.
         """
-        store = GatewayStore(settings.db_path)
+        store = GatewayStore(settings.db)
         box = SecretBox.open(settings.secret_path)
         sealed = store.provider_keys()
         pool = EgressPool(config.egress)
@@ -121,14 +129,17 @@ class Gateway:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks.clear()
+        await self.batcher.close()
         await self._pool.close()
+        if self._batch_store is not self.store:
+            self._batch_store.close()
         self.store.close()
 
     async def _refresh_keys(self) -> None:
         while True:
             await asyncio.sleep(self.settings.key_refresh_s)
             try:
-                self.keys.refresh()
+                await self._off_loop(self.keys.refresh)
             except Exception:  # noqa: BLE001  (a background loop must survive one bad turn)
                 _log.exception("the key cache could not be refreshed; keeping the last one")
 
@@ -137,12 +148,19 @@ class Gateway:
             await asyncio.sleep(60)
             try:
                 now = self.clock.now()
-                released = self.store.release_stale(now - self.settings.stale_after_s)
+                stale = now - self.settings.stale_after_s
+                released = await self._off_loop(partial(self.store.release_stale, stale))
                 if released:
                     _log.warning("released %d reservations of calls that never ended", released)
-                self.store.prune_counters(now)
+                await self._off_loop(partial(self.store.prune_counters, now))
             except Exception:  # noqa: BLE001  (idem)
                 _log.exception("the janitor failed; it tries again in a minute")
+
+    async def _off_loop(self, work: Callable[[], _T]) -> _T:
+        """Run store ``work`` in a thread on PostgreSQL, inline on SQLite (µs)."""
+        if self.store.blocking:
+            return await asyncio.to_thread(work)
+        return work()
 
     def caller(self, authorization: str | None) -> Caller:
         """The caller behind ``authorization``: 401 for a bad key, 403 for an unknown team."""

@@ -9,9 +9,8 @@ schema is versioned (``gw_meta.schema_version``) and migrated forward on open.
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +32,7 @@ from onecluster.gateway._quota import (
     settlement,
 )
 from onecluster.gateway._records import BillLine, CallRecord, Reservation
+from onecluster.gateway._sql import Database, connect
 
 __all__ = ["GatewayStore", "OpResult", "ReserveOp", "SettleOp"]
 
@@ -42,35 +42,35 @@ _MIGRATIONS: dict[int, str] = {
     1: """
     CREATE TABLE gw_keys (
         key_id TEXT PRIMARY KEY, team TEXT NOT NULL, name TEXT NOT NULL,
-        hash TEXT NOT NULL UNIQUE, created_at REAL NOT NULL, revoked_at REAL,
-        limits TEXT NOT NULL);
+        hash TEXT NOT NULL UNIQUE, created_at DOUBLE PRECISION NOT NULL,
+        revoked_at DOUBLE PRECISION, limits TEXT NOT NULL);
     CREATE TABLE gw_provider_keys (
-        upstream TEXT PRIMARY KEY, sealed BLOB NOT NULL, updated_at REAL NOT NULL);
+        upstream TEXT PRIMARY KEY, sealed {BLOB} NOT NULL, updated_at DOUBLE PRECISION NOT NULL);
     CREATE TABLE gw_counters (
-        scope TEXT NOT NULL, period TEXT NOT NULL, bucket INTEGER NOT NULL,
-        requests INTEGER NOT NULL DEFAULT 0, tokens INTEGER NOT NULL DEFAULT 0,
-        reserved_tokens INTEGER NOT NULL DEFAULT 0, spend INTEGER NOT NULL DEFAULT 0,
-        reserved_spend INTEGER NOT NULL DEFAULT 0,
-        PRIMARY KEY (scope, period, bucket)) WITHOUT ROWID;
+        scope TEXT NOT NULL, period TEXT NOT NULL, bucket BIGINT NOT NULL,
+        requests BIGINT NOT NULL DEFAULT 0, tokens BIGINT NOT NULL DEFAULT 0,
+        reserved_tokens BIGINT NOT NULL DEFAULT 0, spend BIGINT NOT NULL DEFAULT 0,
+        reserved_spend BIGINT NOT NULL DEFAULT 0,
+        PRIMARY KEY (scope, period, bucket)){NOROWID};
     CREATE TABLE gw_inflight (
-        request_id TEXT PRIMARY KEY, started_at REAL NOT NULL, scopes TEXT NOT NULL,
-        minute INTEGER NOT NULL, day INTEGER NOT NULL, month INTEGER NOT NULL,
-        tokens INTEGER NOT NULL, spend INTEGER NOT NULL);
+        request_id TEXT PRIMARY KEY, started_at DOUBLE PRECISION NOT NULL,
+        scopes TEXT NOT NULL, minute BIGINT NOT NULL, day BIGINT NOT NULL,
+        month BIGINT NOT NULL, tokens BIGINT NOT NULL, spend BIGINT NOT NULL);
     CREATE TABLE gw_ledger (
-        request_id TEXT PRIMARY KEY, at REAL NOT NULL, month INTEGER NOT NULL,
+        request_id TEXT PRIMARY KEY, at DOUBLE PRECISION NOT NULL, month BIGINT NOT NULL,
         team TEXT NOT NULL, key_id TEXT NOT NULL, model TEXT NOT NULL,
-        upstream TEXT NOT NULL, egress TEXT NOT NULL, prompt_tokens INTEGER NOT NULL,
-        completion_tokens INTEGER NOT NULL, cost INTEGER NOT NULL,
-        estimated INTEGER NOT NULL, outcome TEXT NOT NULL);
+        upstream TEXT NOT NULL, egress TEXT NOT NULL, prompt_tokens BIGINT NOT NULL,
+        completion_tokens BIGINT NOT NULL, cost BIGINT NOT NULL,
+        estimated BIGINT NOT NULL, outcome TEXT NOT NULL);
     CREATE INDEX gw_ledger_month ON gw_ledger (month, team);
     CREATE TABLE gw_audit (
-        seq INTEGER PRIMARY KEY AUTOINCREMENT, request_id TEXT NOT NULL, at REAL NOT NULL,
+        seq {SEQ}, request_id TEXT NOT NULL, at DOUBLE PRECISION NOT NULL,
         team TEXT NOT NULL, key_id TEXT NOT NULL, model TEXT NOT NULL, endpoint TEXT NOT NULL,
-        stream INTEGER NOT NULL, region TEXT NOT NULL, upstream TEXT NOT NULL,
-        egress TEXT NOT NULL, http_status INTEGER NOT NULL, outcome TEXT NOT NULL,
-        prompt_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL,
-        cost INTEGER NOT NULL, estimated INTEGER NOT NULL, latency_ms REAL NOT NULL,
-        overhead_ms REAL NOT NULL, attempts INTEGER NOT NULL, error TEXT NOT NULL,
+        stream BIGINT NOT NULL, region TEXT NOT NULL, upstream TEXT NOT NULL,
+        egress TEXT NOT NULL, http_status BIGINT NOT NULL, outcome TEXT NOT NULL,
+        prompt_tokens BIGINT NOT NULL, completion_tokens BIGINT NOT NULL,
+        cost BIGINT NOT NULL, estimated BIGINT NOT NULL, latency_ms DOUBLE PRECISION NOT NULL,
+        overhead_ms DOUBLE PRECISION NOT NULL, attempts BIGINT NOT NULL, error TEXT NOT NULL,
         prompt TEXT, response TEXT);
     CREATE INDEX gw_audit_at ON gw_audit (at);
     """,
@@ -81,9 +81,11 @@ INSERT INTO gw_counters (scope, period, bucket, requests, tokens, reserved_token
                          reserved_spend)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (scope, period, bucket) DO UPDATE SET
-    requests = requests + excluded.requests, tokens = tokens + excluded.tokens,
-    reserved_tokens = reserved_tokens + excluded.reserved_tokens,
-    spend = spend + excluded.spend, reserved_spend = reserved_spend + excluded.reserved_spend
+    requests = gw_counters.requests + excluded.requests,
+    tokens = gw_counters.tokens + excluded.tokens,
+    reserved_tokens = gw_counters.reserved_tokens + excluded.reserved_tokens,
+    spend = gw_counters.spend + excluded.spend,
+    reserved_spend = gw_counters.reserved_spend + excluded.reserved_spend
 """
 
 _AUDIT = """
@@ -120,28 +122,22 @@ OpResult = Decision | Reservation | ConflictError | bool
 class GatewayStore:
     """One connection to the gateway's database; not shared between threads."""
 
-    def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.path = path
-        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA busy_timeout = 30000")
-        self._db.execute("PRAGMA journal_mode = WAL")
-        self._db.execute("PRAGMA synchronous = NORMAL")
+    def __init__(self, db: str | Path) -> None:
+        self._db = connect(db)
+        self.where = self._db.where
         self._migrate()
+
+    @property
+    def blocking(self) -> bool:
+        """True on PostgreSQL: its transactions belong off the event loop."""
+        return self._db.blocking
 
     def close(self) -> None:
         """Close the connection."""
         self._db.close()
 
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            yield self._db
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
+    def _write(self) -> AbstractContextManager[Database]:
+        return self._db.write()
 
     def _migrate(self) -> None:
         with self._write() as db:
@@ -149,15 +145,16 @@ class GatewayStore:
             row = db.execute("SELECT value FROM gw_meta WHERE key = 'schema_version'").fetchone()
             version = int(row[0]) if row else 0
             if version > SCHEMA_VERSION:
-                msg = f"{self.path} has gateway schema {version}; this onecluster knows "
+                msg = f"{self.where} has gateway schema {version}; this onecluster knows "
                 msg += f"{SCHEMA_VERSION} at most"
                 raise ValidationError(msg, hint="upgrade onecluster")
             for step in range(version + 1, SCHEMA_VERSION + 1):
-                for statement in _MIGRATIONS[step].split(";"):
+                for statement in db.ddl(_MIGRATIONS[step]).split(";"):
                     if statement.strip():
                         db.execute(statement)
             db.execute(
-                "INSERT OR REPLACE INTO gw_meta VALUES ('schema_version', ?)",
+                "INSERT INTO gw_meta VALUES ('schema_version', ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                 (str(SCHEMA_VERSION),),
             )
 
@@ -217,7 +214,9 @@ class GatewayStore:
         """Store ``upstream``'s sealed key (replacing any)."""
         with self._write() as db:
             db.execute(
-                "INSERT OR REPLACE INTO gw_provider_keys VALUES (?, ?, ?)", (upstream, sealed, now)
+                "INSERT INTO gw_provider_keys VALUES (?, ?, ?) ON CONFLICT (upstream) "
+                "DO UPDATE SET sealed = excluded.sealed, updated_at = excluded.updated_at",
+                (upstream, sealed, now),
             )
 
     def provider_keys(self) -> dict[str, bytes]:
@@ -275,8 +274,9 @@ class GatewayStore:
     def bill(self, month: int) -> list[BillLine]:
         """Usage per team and model in ``month`` (``year * 12 + month - 1``), from the ledger."""
         rows = self._db.execute(
-            "SELECT team, model, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens), "
-            "SUM(cost), SUM(estimated) FROM gw_ledger WHERE month = ? "
+            "SELECT team, model, COUNT(*), CAST(SUM(prompt_tokens) AS BIGINT), "
+            "CAST(SUM(completion_tokens) AS BIGINT), CAST(SUM(cost) AS BIGINT), "
+            "CAST(SUM(estimated) AS BIGINT) FROM gw_ledger WHERE month = ? "
             "GROUP BY team, model ORDER BY team, model",
             (month,),
         ).fetchall()
@@ -310,9 +310,7 @@ def _key_record(row: Sequence[object]) -> KeyRecord:
     )
 
 
-def _read(
-    db: sqlite3.Connection, scopes: Sequence[str], now: float
-) -> dict[str, dict[Period, Counter]]:
+def _read(db: Database, scopes: Sequence[str], now: float) -> dict[str, dict[Period, Counter]]:
     minute = bucket_of(Period.MINUTE, now)
     day = bucket_of(Period.DAY, now)
     month = bucket_of(Period.MONTH, now)
@@ -332,7 +330,7 @@ def _read(
     return found
 
 
-def _reserve(db: sqlite3.Connection, op: ReserveOp) -> Decision | Reservation | ConflictError:
+def _reserve(db: Database, op: ReserveOp) -> Decision | Reservation | ConflictError:
     billed = "SELECT 1 FROM gw_ledger WHERE request_id = ?"
     if op.idempotent and db.execute(billed, (op.request_id,)).fetchone():
         msg = "a call with this Idempotency-Key was already answered and billed"
@@ -356,21 +354,20 @@ def _reserve(db: sqlite3.Connection, op: ReserveOp) -> Decision | Reservation | 
         bucket_of(Period.MONTH, op.now),
         op.ask,
     )
-    try:
-        db.execute(
-            "INSERT INTO gw_inflight VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                op.request_id,
-                op.now,
-                orjson.dumps(list(names)).decode(),
-                held.minute,
-                held.day,
-                held.month,
-                op.ask.tokens,
-                op.ask.spend,
-            ),
-        )
-    except sqlite3.IntegrityError:
+    inserted = db.execute(
+        "INSERT INTO gw_inflight VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+        (
+            op.request_id,
+            op.now,
+            orjson.dumps(list(names)).decode(),
+            held.minute,
+            held.day,
+            held.month,
+            op.ask.tokens,
+            op.ask.spend,
+        ),
+    )
+    if inserted.rowcount == 0:
         msg = "a call with this Idempotency-Key is still in flight"
         return ConflictError(msg, hint="wait for it, or use a new Idempotency-Key")
     rows = []
@@ -382,7 +379,7 @@ def _reserve(db: sqlite3.Connection, op: ReserveOp) -> Decision | Reservation | 
     return held
 
 
-def _release(db: sqlite3.Connection, held: Reservation, tokens: int, spend: int) -> None:
+def _release(db: Database, held: Reservation, tokens: int, spend: int) -> None:
     minute, money = settlement(held.ask, tokens, spend)
     rows = []
     for scope in held.scopes:
@@ -392,12 +389,13 @@ def _release(db: sqlite3.Connection, held: Reservation, tokens: int, spend: int)
     db.executemany(_UPSERT, rows)
 
 
-def _settle(db: sqlite3.Connection, op: SettleOp) -> bool:
+def _settle(db: Database, op: SettleOp) -> bool:
     rec = op.record
     fresh = True
     if rec.billed:
         cursor = db.execute(
-            "INSERT OR IGNORE INTO gw_ledger VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO gw_ledger VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT DO NOTHING",
             (
                 rec.request_id,
                 rec.at,
