@@ -18,6 +18,7 @@ must be in its ledger, exactly once::
 
     .venv/bin/python benchmarks/bench_gateway.py            # ~2 minutes
     .venv/bin/python benchmarks/bench_gateway.py --quick    # ~30 s, fewer rounds
+    .venv/bin/python benchmarks/bench_gateway.py --db "$(scripts/postgres.sh start)"
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ import argparse
 import os
 import re
 import shutil
-import sqlite3
 import statistics
 import subprocess
 import sys
@@ -92,28 +92,41 @@ class Servers:
             proc.wait(10)
 
 
-def _setup(base: Path) -> tuple[Servers, str]:
+def _setup(base: Path, db: str | None) -> tuple[Servers, str]:
     servers = Servers(base)
     servers.start("direct", [*CLI, "gateway", "fake-upstream"])
     config = base / "gateway.yaml"
     config.write_text(CONFIG.replace("UPSTREAM", servers.urls["direct"]))
     state = ["--state-dir", str(base)]
+    where = ["--db", db] if db else []
     subprocess.run(
-        [*CLI, *state, "gateway", "provider-key", "set", "fake", "--config", str(config)],
+        [*CLI, *state, "gateway", "provider-key", "set", "fake", "--config", str(config), *where],
         input=PROVIDER_KEY + "\n",
         text=True,
         check=True,
         capture_output=True,
     )
     key = subprocess.run(
-        [*CLI, *state, "gateway", "keys", "issue", "--config", str(config), "--team", "bench"],
+        [
+            *CLI,
+            *state,
+            "gateway",
+            "keys",
+            "issue",
+            "--config",
+            str(config),
+            "--team",
+            "bench",
+            *where,
+        ],
         text=True,
         check=True,
         capture_output=True,
     ).stdout.strip()
     tokenizers = ["--tokenizers", str(TOKENIZERS)] if TOKENIZERS.is_dir() else []
     servers.start(
-        "gateway", [*CLI, *state, "gateway", "serve", "--config", str(config), *tokenizers]
+        "gateway",
+        [*CLI, *state, "gateway", "serve", "--config", str(config), *tokenizers, *where],
     )
     servers.start(
         "bare", [sys.executable, __file__, "--bare-proxy", "--upstream", servers.urls["direct"]]
@@ -226,14 +239,31 @@ def _throughput(
     return out
 
 
-def _ledger_rows(base: Path) -> int:
-    with sqlite3.connect(base / "gateway.db") as db:
-        return int(db.execute("SELECT COUNT(*) FROM gw_ledger").fetchone()[0])
+def _ledger_rows(base: Path, db: str | None) -> int:
+    from onecluster.gateway import GatewayStore
+
+    store = GatewayStore(db or base / "gateway.db")
+    try:
+        return len(store.ledger_rows())
+    finally:
+        store.close()
+
+
+def _empty_postgres(url: str) -> None:
+    import psycopg
+
+    tables = "gw_meta, gw_keys, gw_provider_keys, gw_counters, gw_inflight, gw_ledger, gw_audit"
+    plain = url.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(plain, autocommit=True) as conn:
+        conn.execute(f"DROP TABLE IF EXISTS {tables} CASCADE")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer rounds, shorter loads")
+    parser.add_argument(
+        "--db", help="a postgresql:// URL for the gateway (emptied first) instead of SQLite"
+    )
     parser.add_argument("--bare-proxy", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--upstream", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
@@ -253,7 +283,9 @@ def main() -> None:
         sys.exit("hey is not installed: apt-get install hey")
     rounds, n, seconds = (3, 100, 4.0) if args.quick else (7, 200, 10.0)
     base = Path(tempfile.mkdtemp(prefix="bench-gateway-"))
-    servers, key = _setup(base)
+    if args.db:
+        _empty_postgres(args.db)
+    servers, key = _setup(base, args.db)
     try:
         plain = _latency(servers, key, rounds, n, stream=False)
         stream = _latency(servers, key, rounds, n // 2, stream=True)
@@ -262,7 +294,8 @@ def main() -> None:
         servers.stop()
     served = sum(int(loads[c]["gateway"]["ok"]) for c in loads)
     calls = 30 * 2 + rounds * n + rounds * (n // 2) + served
-    _report(plain, stream, loads, ledger=_ledger_rows(base), calls=calls, quick=args.quick)
+    ledger = _ledger_rows(base, args.db)
+    _report(plain, stream, loads, ledger=ledger, calls=calls, quick=args.quick)
 
 
 def _row(*cells: object) -> None:
