@@ -70,7 +70,7 @@ class Batcher:
                 results = await loop.run_in_executor(
                     self._worker, self._store.apply, [op for op, _ in batch]
                 )
-            except Exception as exc:  # noqa: BLE001  (idem)
+            except Exception as exc:  # noqa: BLE001  (a failed batch fails its calls, not the loop)
                 self._fail(batch, exc)
             else:
                 self._resolve(batch, results)
