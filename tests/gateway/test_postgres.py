@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import openai
 import pytest
@@ -17,21 +17,25 @@ from onecluster.gateway import FakeUpstream, GatewayStore, KeyLimits
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 
 HELLO = [{"role": "user", "content": "say hello to the whole team"}]
-TABLES = "gw_meta, gw_keys, gw_provider_keys, gw_counters, gw_inflight, gw_ledger, gw_audit"
+SCHEMA = "gateway_tests"
 
 
 @pytest.fixture
-def pg_url() -> str:
+def pg_url() -> Iterator[str]:
+    """The project's PostgreSQL, in a schema of the gateway tests' own (the server's tests
+    compare the public schema with their migrations and must not see gateway tables)."""
     url = os.environ.get("ONECLUSTER_TEST_PG_URL")
     if not url:
         pytest.skip("ONECLUSTER_TEST_PG_URL is not set; start one with scripts/postgres.sh")
     import psycopg
 
-    with psycopg.connect(
-        url.replace("postgresql+psycopg://", "postgresql://"), autocommit=True
-    ) as db:
-        db.execute(f"DROP TABLE IF EXISTS {TABLES} CASCADE")
-    return url
+    plain = url.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(plain, autocommit=True) as db:
+        db.execute(f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE")
+        db.execute(f"CREATE SCHEMA {SCHEMA}")
+    yield plain + ("&" if "?" in plain else "?") + f"options=-csearch_path%3D{SCHEMA}"
+    with psycopg.connect(plain, autocommit=True) as db:
+        db.execute(f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE")
 
 
 async def _spread(urls: list[str], key: str, n: int) -> list[str]:
