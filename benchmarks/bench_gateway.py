@@ -249,20 +249,22 @@ def _ledger_rows(base: Path, db: str | None) -> int:
         store.close()
 
 
-def _empty_postgres(url: str) -> None:
+def _empty_postgres(url: str) -> str:
+    """A fresh schema ``gateway_bench`` in ``url``'s database, and the URL that uses it."""
     import psycopg
 
-    tables = "gw_meta, gw_keys, gw_provider_keys, gw_counters, gw_inflight, gw_ledger, gw_audit"
     plain = url.replace("postgresql+psycopg://", "postgresql://")
     with psycopg.connect(plain, autocommit=True) as conn:
-        conn.execute(f"DROP TABLE IF EXISTS {tables} CASCADE")
+        conn.execute("DROP SCHEMA IF EXISTS gateway_bench CASCADE")
+        conn.execute("CREATE SCHEMA gateway_bench")
+    return plain + ("&" if "?" in plain else "?") + "options=-csearch_path%3Dgateway_bench"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer rounds, shorter loads")
     parser.add_argument(
-        "--db", help="a postgresql:// URL for the gateway (emptied first) instead of SQLite"
+        "--db", help="a postgresql:// URL for the gateway (in a fresh schema) instead of SQLite"
     )
     parser.add_argument("--bare-proxy", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--upstream", help=argparse.SUPPRESS)
@@ -283,9 +285,8 @@ def main() -> None:
         sys.exit("hey is not installed: apt-get install hey")
     rounds, n, seconds = (3, 100, 4.0) if args.quick else (7, 200, 10.0)
     base = Path(tempfile.mkdtemp(prefix="bench-gateway-"))
-    if args.db:
-        _empty_postgres(args.db)
-    servers, key = _setup(base, args.db)
+    db = _empty_postgres(args.db) if args.db else None
+    servers, key = _setup(base, db)
     try:
         plain = _latency(servers, key, rounds, n, stream=False)
         stream = _latency(servers, key, rounds, n // 2, stream=True)
@@ -294,7 +295,7 @@ def main() -> None:
         servers.stop()
     served = sum(int(loads[c]["gateway"]["ok"]) for c in loads)
     calls = 30 * 2 + rounds * n + rounds * (n // 2) + served
-    ledger = _ledger_rows(base, args.db)
+    ledger = _ledger_rows(base, db)
     _report(plain, stream, loads, ledger=ledger, calls=calls, quick=args.quick)
 
 
