@@ -208,3 +208,23 @@ def test_spend_limits_under_concurrency_never_admit_more_than_fits(
     spent = running.store.counters(_key_scope(running, key), running.clock.now())
     period = "day" if limit == "daily_spend" else "month"
     assert (spent[period].spend, spent[period].reserved_spend) == (3 * A_COST, 0)
+
+
+def test_streamed_calls_are_held_to_the_same_boundary(running: Running) -> None:
+    r_tokens, _ = reservation(running)
+    exact = 2 * A_TOKENS + r_tokens
+    client = running.client(running.key("vision", KeyLimits(tpm=exact)))
+    got = []
+    for _ in range(4):
+        try:
+            chunks = list(
+                client.chat.completions.create(
+                    model="gpt-fake", messages=HELLO, max_tokens=4, stream=True
+                )
+            )
+            got.append("".join(c.choices[0].delta.content or "" for c in chunks if c.choices))
+        except openai.RateLimitError:
+            got.append("429")
+    assert got == ["hello " * 4] * 3 + ["429"]
+    rows = running.store.ledger_rows()
+    assert sum(int(r["prompt_tokens"]) + int(r["completion_tokens"]) for r in rows) == 3 * A_TOKENS
