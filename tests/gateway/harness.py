@@ -138,6 +138,10 @@ models:
     input_price: 1.0
     output_price: 2.0
     deployments: [{{upstream: openai-sg, model: fake-malformed}}]
+  - name: gpt-redirect
+    region: us
+    input_price: 1.0
+    deployments: [{{upstream: azure-tokyo, model: fake-redirect}}]
   - name: gpt-badkey
     region: us
     input_price: 1.0

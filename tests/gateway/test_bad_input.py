@@ -86,8 +86,9 @@ def test_an_upstream_that_fails_is_a_502_and_costs_nothing(running: Running) -> 
     with pytest.raises(openai.InternalServerError) as failed:
         ask(client, model="gpt-badkey")
     assert failed.value.status_code == 502
-    (row,) = running.store.ledger_rows()
-    assert (row["cost"], row["outcome"]) == (0, "upstream_failed")
+    assert running.store.ledger_rows() == []  # nothing answered: an audit row only
+    (row,) = running.store.audit_rows()
+    assert (row["outcome"], row["http_status"], row["attempts"]) == ("upstream_failed", 502, 1)
     nothing_billed(running)
 
 
@@ -210,3 +211,28 @@ def test_a_malformed_event_is_dropped_and_the_stream_completes(running: Running)
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "hello " * 8
     (row,) = running.store.ledger_rows()
     assert (row["outcome"], row["completion_tokens"], row["estimated"]) == ("ok", 8, 0)
+
+
+def test_an_upstream_redirect_is_a_failure_not_followed(running: Running) -> None:
+    with pytest.raises(openai.InternalServerError) as failed:
+        ask(running.client(running.key("vision")), model="gpt-redirect")
+    assert failed.value.status_code == 502 and "307" in failed.value.message
+    nothing_billed(running)
+
+
+def test_a_failed_call_may_be_retried_with_its_idempotency_key(running: Running) -> None:
+    client = running.client(running.key("vision"))
+    for _ in range(2):  # not billed, so not a duplicate
+        with pytest.raises(openai.InternalServerError):
+            ask(client, model="gpt-badkey", extra_headers={"Idempotency-Key": "retry-me"})
+    assert running.fake.calls["fake-fail-401"] == 2
+
+
+def test_any_bytes_in_an_idempotency_key_are_safe(running: Running) -> None:
+    key = running.key("vision")
+    headers = [("Authorization", f"Bearer {key}".encode()), ("Idempotency-Key", b"abc\xff")]
+    body = {"model": "gpt-fake", "messages": HELLO}
+    url = f"{running.url}/v1/chat/completions"
+    assert httpx.post(url, json=body, headers=headers).status_code == 200
+    assert httpx.post(url, json=body, headers=headers).status_code == 409
+    assert len(running.store.ledger_rows()) == 1

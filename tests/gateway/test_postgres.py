@@ -99,4 +99,6 @@ def test_boundaries_the_ledger_and_the_bill_on_postgres(
         12,
     )
     assert line.cost == 27 * 1_000 + 12 * 2_000
+    assert [k.team for k in running.store.team_keys("vision")] == ["vision"]
+    assert len(running.store.audit_rows()) == 5  # three answered, two refused
     assert isinstance(running.store, GatewayStore) and running.store.blocking

@@ -111,5 +111,8 @@ class Batcher:
 
 
 def _log_failure(future: asyncio.Future[OpResult]) -> None:
-    if not future.cancelled() and future.exception() is not None:
-        _log.error("an audit row could not be written: %s", future.exception())
+    if future.cancelled():
+        return
+    failure = future.exception() or future.result()
+    if isinstance(failure, Exception):
+        _log.error("an audit row could not be written: %s", failure)

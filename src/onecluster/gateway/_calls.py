@@ -12,7 +12,9 @@ call counted.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import hashlib
 import logging
 import time
 import uuid
@@ -23,13 +25,13 @@ from typing import TypeVar
 import orjson
 from aiohttp import web
 
-from onecluster.errors import ConflictError, PlatformError, ValidationError
+from onecluster.errors import ConflictError, PlatformError, UnavailableError, ValidationError
 from onecluster.gateway._config import ModelEntry
 from onecluster.gateway._errors import GatewayRateLimitError, UpstreamError, error_body
 from onecluster.gateway._gateway import Caller, Gateway
 from onecluster.gateway._providers import ProviderReply, scrub
 from onecluster.gateway._quota import Ask, Refused, TooLarge
-from onecluster.gateway._records import CallRecord, Reservation
+from onecluster.gateway._records import CallRecord, Reservation, clean_text
 from onecluster.gateway._redact import redact
 from onecluster.gateway._store import ReserveOp, SettleOp
 from onecluster.gateway._wire import CallRequest, Endpoint, Usage, parse_event, parse_request
@@ -38,7 +40,9 @@ __all__ = ["handle_call"]
 
 _log = logging.getLogger(__name__)
 
-_CLIENT_ERRORS = frozenset({400, 404, 413, 422})
+# An upstream's 400/413/422 is about the request itself; a 404 usually means that
+# deployment is misconfigured (Azure's DeploymentNotFound), so the next one is tried.
+_CLIENT_ERRORS = frozenset({400, 413, 422})
 _T = TypeVar("_T")
 
 
@@ -83,7 +87,14 @@ class _Call:
             overhead_ms=(elapsed - self.upstream_wait) * 1000,
             attempts=self.attempts,
         )
-        return replace(base, **fields)  # type: ignore[arg-type]
+        done = replace(base, **fields)  # type: ignore[arg-type]
+        return replace(
+            done,
+            model=clean_text(done.model),
+            error=clean_text(done.error),
+            prompt=None if done.prompt is None else clean_text(done.prompt),
+            response=None if done.response is None else clean_text(done.response),
+        )
 
     def overhead_ms(self) -> str:
         return f"{(time.perf_counter() - self.started - self.upstream_wait) * 1000:.3f}"
@@ -99,6 +110,12 @@ async def handle_call(gw: Gateway, request: web.Request, endpoint: Endpoint) -> 
         return await _whole(call)
     except PlatformError as error:
         return await _refuse(call, error)
+    except asyncio.CancelledError:
+        # Shutting down mid-call: release the reservation (best effort), then go.
+        if call.caller is not None and not call.settled:
+            record = call.record(499, "cancelled", error="the gateway shut down mid-call")
+            call.gw.batcher.record(SettleOp(record, call.reservation))
+        raise
     except Exception as exc:  # noqa: BLE001  (a bug must still release the call's reservation)
         _log.exception("call %s failed inside the gateway", call.request_id)
         return await _refuse(call, PlatformError(f"the gateway failed ({type(exc).__name__})"))
@@ -111,13 +128,13 @@ async def _admit(call: _Call, request: web.Request) -> None:
         raw = await request.read()
     except web.HTTPRequestEntityTooLarge:
         msg = "the request body is larger than the gateway accepts (32 MiB)"
-        raise ValidationError(msg) from None
+        raise _TooBig(msg) from None
     call.request = parse_request(call.endpoint, raw)
     call.model = gw.model(call.request.model, call.endpoint)
     call.caller.check_model(call.model)
     idempotency = request.headers.get("Idempotency-Key")
     if idempotency:
-        call.request_id = f"{call.caller.key.key_id}:{idempotency}"[:200]
+        call.request_id = _idempotent_id(call.caller.key.key_id, idempotency)
     call.estimate = _prompt_tokens(gw, call.request, call.model)
     ask = _ask(call.request, call.model, call.estimate)
     op = ReserveOp(
@@ -127,7 +144,7 @@ async def _admit(call: _Call, request: web.Request) -> None:
     if isinstance(result, Reservation):
         call.reservation = result
         return
-    if isinstance(result, ConflictError):
+    if isinstance(result, ConflictError | UnavailableError):
         raise result
     if isinstance(result, Refused):
         msg = f"{result.scope} is at its {result.limit.value} limit of {result.value}"
@@ -142,10 +159,24 @@ async def _admit(call: _Call, request: web.Request) -> None:
     raise AssertionError(msg)
 
 
+def _idempotent_id(key_id: str, idempotency: str) -> str:
+    """The request id of a call with an Idempotency-Key: readable when the key is plain
+    printable ASCII of at most 100 characters, else its SHA-256 (any bytes are safe)."""
+    if len(idempotency) <= 100 and idempotency.isascii() and idempotency.isprintable():
+        return f"{key_id}:{idempotency}"
+    digest = hashlib.sha256(idempotency.encode("utf-8", "surrogateescape")).hexdigest()
+    return f"{key_id}:sha256:{digest}"
+
+
 def _prompt_tokens(gw: Gateway, req: CallRequest, model: ModelEntry) -> int:
     enc = model.tokenizer
     if req.endpoint is Endpoint.CHAT:
-        return gw.estimator.chat(enc, req.body["messages"])
+        extra = [
+            orjson.dumps(req.body[k]).decode()
+            for k in ("tools", "functions", "response_format")
+            if req.body.get(k)
+        ]
+        return gw.estimator.chat(enc, req.body["messages"]) + gw.estimator.texts(enc, extra)
     value = req.body["prompt" if req.endpoint is Endpoint.COMPLETIONS else "input"]
     if isinstance(value, str):
         return gw.estimator.count(enc, value)
@@ -227,6 +258,12 @@ async def _open(call: _Call, start: int = 0) -> tuple[int, ProviderReply]:
     raise last
 
 
+class _TooBig(ValidationError):
+    """A request body over the gateway's limit."""
+
+    status = 413
+
+
 class _Rejected(ValidationError):
     """An upstream refused the request itself (its 4xx); no other upstream would take it."""
 
@@ -280,8 +317,10 @@ async def _settle(
         estimated=estimated,
         **bodies,
     )
+    result = await call.gw.batcher.submit(SettleOp(record, call.reservation))
+    if isinstance(result, PlatformError):
+        raise result
     call.settled = True
-    await call.gw.batcher.submit(SettleOp(record, call.reservation))
     call.reservation = None
     call.gw.metrics.count(record)
     return record

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import aiohttp
+from aiohttp.http_exceptions import HttpProcessingError
 
 from onecluster.gateway._config import EgressNode, Upstream
 from onecluster.gateway._errors import UpstreamError, UpstreamTimeoutError
@@ -117,7 +118,8 @@ class _AiohttpReply:
             self.close()
             msg = f"upstream {self._upstream} {stalled}"
             raise UpstreamTimeoutError(msg) from None
-        except aiohttp.ClientError as exc:
+        except (aiohttp.ClientError, HttpProcessingError, ValueError) as exc:
+            # HttpProcessingError: e.g. an event line past aiohttp's limit (LineTooLong).
             self.close()
             msg = f"upstream {self._upstream} {broke} ({type(exc).__name__})"
             raise UpstreamError(msg) from None
@@ -169,8 +171,14 @@ class OpenAICompatible:
         session, proxy = self._pool.session(self.egress)
         try:
             async with asyncio.timeout(self._timeout):
+                # No redirects: aiohttp would carry a custom key header (api-key) to
+                # whatever host the redirect names; a 3xx counts as a failed upstream.
                 response = await session.post(
-                    self._base + path, data=body, headers=self._headers, proxy=proxy
+                    self._base + path,
+                    data=body,
+                    headers=self._headers,
+                    proxy=proxy,
+                    allow_redirects=False,
                 )
         except TimeoutError:
             msg = f"upstream {self.name} did not answer within {self._timeout:g} s"

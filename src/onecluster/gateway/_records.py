@@ -6,7 +6,14 @@ from dataclasses import dataclass, field
 
 from onecluster.gateway._quota import Ask
 
-__all__ = ["BillLine", "CallRecord", "Reservation"]
+__all__ = ["BILLED_OUTCOMES", "BillLine", "CallRecord", "Reservation", "clean_text"]
+
+BILLED_OUTCOMES = frozenset({"ok", "client_disconnected", "upstream_cut"})
+
+
+def clean_text(text: str) -> str:
+    """``text`` as every database stores it: no NUL, no lone surrogate (from bad UTF-8)."""
+    return text.replace("\x00", "").encode("utf-8", "replace").decode("utf-8")
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,10 +32,11 @@ class Reservation:
 class CallRecord:
     """One call, as the ledger bills it and the audit keeps it.
 
-    ``outcome`` is ``ok``, ``client_disconnected``, ``upstream_cut``, ``upstream_failed``,
-    ``upstream_timeout``, ``rejected`` (an upstream 4xx) or a refusal code (``rate_limited``,
-    ``forbidden``, ``invalid``…; those have no ledger row).  ``estimated`` marks usage
-    counted by the gateway because the provider reported none (a cut stream).
+    ``outcome`` is ``ok``, ``client_disconnected`` or ``upstream_cut`` (billed: a ledger
+    row), or ``upstream_failed``, ``upstream_timeout``, ``rejected`` (an upstream's 4xx) or a
+    refusal code (``rate_limited``, ``forbidden``, ``invalid``…): audit row only.
+    ``estimated`` marks usage counted by the gateway because the provider reported none
+    (a cut stream).
     """
 
     request_id: str
@@ -56,8 +64,9 @@ class CallRecord:
 
     @property
     def billed(self) -> bool:
-        """Whether the call reached an upstream (only those have a ledger row)."""
-        return self.attempts > 0
+        """Whether an upstream answered (only those calls have a ledger row; a call that
+        failed has only its audit row, so it may be retried with the same Idempotency-Key)."""
+        return self.attempts > 0 and self.outcome in BILLED_OUTCOMES
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ marks, rewritten to ``%s`` for psycopg).  DDL differs only where the types must:
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -77,15 +78,18 @@ class Database:
     @contextmanager
     def write(self) -> Iterator[Database]:
         """A transaction that holds the gateway's write lock; rolled back on any error."""
-        if self.kind == "postgresql":
-            self._raw.execute("BEGIN")
-            self._raw.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
-        else:
-            self._raw.execute("BEGIN IMMEDIATE")
         try:
+            if self.kind == "postgresql":
+                self._raw.execute("BEGIN")
+                self._raw.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+            else:
+                self._raw.execute("BEGIN IMMEDIATE")
             yield self
         except BaseException:
-            self._raw.execute("ROLLBACK")
+            # Also when BEGIN or the lock failed (a statement timeout): the connection must
+            # leave the aborted transaction, or every later one fails.
+            with contextlib.suppress(Exception):
+                self._raw.execute("ROLLBACK")
             raise
         self._raw.execute("COMMIT")
 

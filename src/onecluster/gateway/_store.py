@@ -16,7 +16,13 @@ from pathlib import Path
 
 import orjson
 
-from onecluster.errors import ConflictError, NotFoundError, ValidationError
+from onecluster.errors import (
+    ConflictError,
+    NotFoundError,
+    PlatformError,
+    UnavailableError,
+    ValidationError,
+)
 from onecluster.gateway._config import KeyLimits
 from onecluster.gateway._keys import IssuedKey, KeyRecord, hash_key, new_key
 from onecluster.gateway._quota import (
@@ -116,7 +122,7 @@ class SettleOp:
     reservation: Reservation | None
 
 
-OpResult = Decision | Reservation | ConflictError | bool
+OpResult = Decision | Reservation | ConflictError | UnavailableError | bool
 
 
 class GatewayStore:
@@ -186,10 +192,11 @@ class GatewayStore:
 
     def team_keys(self, team: str | None = None) -> list[KeyRecord]:
         """Every key (of ``team``), oldest first."""
+        where, params = ("WHERE team = ?", (team,)) if team is not None else ("", ())
         rows = self._db.execute(
-            "SELECT key_id, team, name, created_at, revoked_at, limits FROM gw_keys "
-            "WHERE ? IS NULL OR team = ? ORDER BY created_at",
-            (team, team),
+            "SELECT key_id, team, name, created_at, revoked_at, limits FROM gw_keys "  # noqa: S608  (no user text)
+            f"{where} ORDER BY created_at",
+            params,
         ).fetchall()
         return [_key_record(r) for r in rows]
 
@@ -234,13 +241,22 @@ class GatewayStore:
         :class:`SettleOp` yields ``False`` when its request id was already in the ledger
         (a retry: nothing billed twice).
         """
+        try:
+            with self._write() as db:
+                return [_apply_one(db, op) for op in ops]
+        except PlatformError:
+            raise
+        except Exception:
+            if len(ops) == 1:
+                raise
+        # One operation spoilt the batch: run each alone, so only it fails.
         results: list[OpResult] = []
-        with self._write() as db:
-            for op in ops:
-                if isinstance(op, ReserveOp):
-                    results.append(_reserve(db, op))
-                else:
-                    results.append(_settle(db, op))
+        for op in ops:
+            try:
+                with self._write() as db:
+                    results.append(_apply_one(db, op))
+            except Exception as exc:  # noqa: BLE001  (the failure is that op's result)
+                results.append(UnavailableError(f"the gateway's database refused it ({exc})"))
         return results
 
     def release_stale(self, older_than: float) -> int:
@@ -284,10 +300,12 @@ class GatewayStore:
 
     def audit_rows(self, request_id: str | None = None) -> list[dict[str, object]]:
         """Audit rows (of one call), oldest first, as column → value."""
-        cursor = self._db.execute(
-            "SELECT * FROM gw_audit WHERE ? IS NULL OR request_id = ? ORDER BY seq",
-            (request_id, request_id),
-        )
+        if request_id is None:
+            cursor = self._db.execute("SELECT * FROM gw_audit ORDER BY seq")
+        else:
+            cursor = self._db.execute(
+                "SELECT * FROM gw_audit WHERE request_id = ? ORDER BY seq", (request_id,)
+            )
         names = [d[0] for d in cursor.description]
         return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
@@ -308,6 +326,10 @@ def _key_record(row: Sequence[object]) -> KeyRecord:
         None if revoked_at is None else float(revoked_at),  # type: ignore[arg-type]
         KeyLimits.model_validate_json(str(limits)),
     )
+
+
+def _apply_one(db: Database, op: ReserveOp | SettleOp) -> OpResult:
+    return _reserve(db, op) if isinstance(op, ReserveOp) else _settle(db, op)
 
 
 def _read(db: Database, scopes: Sequence[str], now: float) -> dict[str, dict[Period, Counter]]:
@@ -379,8 +401,12 @@ def _reserve(db: Database, op: ReserveOp) -> Decision | Reservation | ConflictEr
     return held
 
 
-def _release(db: Database, held: Reservation, tokens: int, spend: int) -> None:
-    minute, money = settlement(held.ask, tokens, spend)
+def _release(
+    db: Database, held: Reservation, tokens: int, spend: int, *, reserved: bool = True
+) -> None:
+    """Count ``tokens`` and ``spend`` in ``held``'s windows and drop its reservation (unless
+    ``reserved`` is false: the janitor has released it already)."""
+    minute, money = settlement(held.ask if reserved else Ask(0, 0), tokens, spend)
     rows = []
     for scope in held.scopes:
         rows.append((scope, "minute", held.minute, 0, minute.tokens, minute.reserved_tokens, 0, 0))
@@ -391,6 +417,7 @@ def _release(db: Database, held: Reservation, tokens: int, spend: int) -> None:
 
 def _settle(db: Database, op: SettleOp) -> bool:
     rec = op.record
+    held = op.reservation
     fresh = True
     if rec.billed:
         cursor = db.execute(
@@ -399,7 +426,7 @@ def _settle(db: Database, op: SettleOp) -> bool:
             (
                 rec.request_id,
                 rec.at,
-                bucket_of(Period.MONTH, rec.at),
+                held.month if held else bucket_of(Period.MONTH, rec.at),  # the counters' month
                 rec.team,
                 rec.key_id,
                 rec.model,
@@ -413,10 +440,17 @@ def _settle(db: Database, op: SettleOp) -> bool:
             ),
         )
         fresh = cursor.rowcount == 1
-    if op.reservation is not None:
+    if held is not None:
+        # A call the janitor took for a crashed process's has no reservation left to drop.
+        gone = db.execute("DELETE FROM gw_inflight WHERE request_id = ?", (rec.request_id,))
         tokens = rec.prompt_tokens + rec.completion_tokens
-        _release(db, op.reservation, tokens if fresh else 0, rec.cost if fresh else 0)
-        db.execute("DELETE FROM gw_inflight WHERE request_id = ?", (rec.request_id,))
+        _release(
+            db,
+            held,
+            tokens if fresh else 0,
+            rec.cost if fresh else 0,
+            reserved=gone.rowcount == 1,
+        )
     db.execute(
         _AUDIT,
         (

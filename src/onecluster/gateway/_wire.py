@@ -62,6 +62,7 @@ class CallRequest:
     client_wants_usage: bool
     max_tokens: int | None
     choices: int
+    """Answers the call may generate: ``max(n, best_of)``, times the prompts of a batch."""
 
     def upstream_body(self, model: str) -> bytes:
         """The body for an upstream that calls the model ``model``."""
@@ -122,10 +123,16 @@ def parse_request(endpoint: Endpoint, raw: bytes) -> CallRequest:
     ):
         msg = "'max_tokens' must be a positive integer"
         raise _bad(msg)
-    choices = body.get("n", 1)
-    if not isinstance(choices, int) or isinstance(choices, bool) or not 1 <= choices <= 128:
-        msg = "'n' must be an integer from 1 to 128"
-        raise _bad(msg)
+    choices = 1
+    for field in ("n", "best_of"):
+        value = body.get(field, 1)
+        if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 128:
+            msg = f"'{field}' must be an integer from 1 to 128"
+            raise _bad(msg)
+        choices = max(choices, value)
+    prompts = body.get("prompt")
+    if endpoint is Endpoint.COMPLETIONS and isinstance(prompts, list):
+        choices *= len(prompts)  # a batch of prompts: each gets its own answers
     return CallRequest(endpoint, model, body, stream, wants_usage, max_tokens, choices)
 
 

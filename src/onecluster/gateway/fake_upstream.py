@@ -9,8 +9,9 @@ whitespace-separated word plus 3, an answer is ``min(max_tokens, 8)`` chunks of 
 
 Faults are scripted by the upstream model name a deployment asks for:
 ``…-fail-500`` / ``…-fail-401`` / ``…-fail-429`` answer that status (the 401 echoes the key it
-got, as real providers do), ``…-hang`` never answers, ``…-cut`` breaks its stream after three
-chunks, ``…-nousage`` reports no usage, ``…-malformed`` sends a broken chunk.  Request fields
+got, as real providers do), ``…-redirect`` answers 307 to another host, ``…-hang`` never
+answers, ``…-cut`` breaks its stream after three chunks, ``…-nousage`` reports no usage,
+``…-malformed`` sends a broken chunk.  Request fields
 ``fake_delay_ms`` (before answering) and ``fake_gap_ms`` (between chunks) slow it down.
 """
 
@@ -76,6 +77,8 @@ async def _seen(request: web.Request) -> tuple[FakeUpstream, dict[str, Any], str
 
 
 def _fault(model: str, auth: str) -> web.StreamResponse | None:
+    if model.endswith("-redirect"):  # a provider moving the caller elsewhere (keys and all)
+        return web.Response(status=307, headers={"Location": "http://127.0.0.1:9/elsewhere"})
     for status in (500, 401, 429):
         if model.endswith(f"-fail-{status}"):
             message = f"fake failure {status}"
