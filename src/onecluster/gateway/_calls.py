@@ -27,7 +27,12 @@ from aiohttp import web
 
 from onecluster.errors import ConflictError, PlatformError, UnavailableError, ValidationError
 from onecluster.gateway._config import ModelEntry
-from onecluster.gateway._errors import GatewayRateLimitError, UpstreamError, error_body
+from onecluster.gateway._errors import (
+    GatewayRateLimitError,
+    UpstreamError,
+    error_body,
+    openai_type,
+)
 from onecluster.gateway._gateway import Caller, Gateway
 from onecluster.gateway._providers import ProviderReply, scrub
 from onecluster.gateway._quota import Ask, Refused, TooLarge
@@ -462,7 +467,13 @@ async def _stream(call: _Call, request: web.Request) -> web.StreamResponse:
     if not outcome:
         # The stream ended without [DONE]: complete if the provider's usage arrived.
         outcome = "ok" if usage is not None else "upstream_cut"
-    await _settle(call, 200, outcome, usage, "".join(call.texts))
+    try:
+        await _settle(call, 200, outcome, usage, "".join(call.texts))
+    except PlatformError as failed:
+        # Headers are long gone: the stream ends with the error instead of [DONE].
+        _log.error("call %s could not be settled: %s", call.request_id, failed.message)
+        await _try_write(response, _error_event(failed, ()))
+        return response
     # Only now, with the call settled, does the client see its stream end.
     if cut is not None:
         await _try_write(response, _error_event(cut, call.gw.provider_secrets()))
@@ -487,11 +498,11 @@ async def _open_stream(call: _Call) -> tuple[ProviderReply, AsyncIterator[bytes]
     return reply, events, event
 
 
-def _error_event(error: UpstreamError, secrets: tuple[str, ...]) -> bytes:
+def _error_event(error: PlatformError, secrets: tuple[str, ...]) -> bytes:
     body = {
         "error": {
             "message": scrub(error.message, secrets),
-            "type": "upstream_error",
+            "type": openai_type(error),
             "code": error.code,
         }
     }
