@@ -11,7 +11,6 @@ import asyncio
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from decimal import Decimal
 from pathlib import Path
 
 import openai
@@ -221,5 +220,29 @@ def seal_provider_keys(db: str | Path, secret: Path) -> None:
     store.close()
 
 
-def dollars(nano: int) -> Decimal:
-    return Decimal(nano) / 1_000_000_000
+HELLO = [{"role": "user", "content": "say hello to the whole team"}]
+
+
+async def overlapping_calls(urls: list[str], key: str, n: int, *, delay_ms: int) -> list[str]:
+    """``n`` HELLO calls at once (max_tokens=4), spread over the gateways at ``urls`` (their
+    ``/v1``), each held ``delay_ms`` at the upstream so all reservations overlap: "ok" or
+    "429" per call."""
+    clients = [openai.AsyncOpenAI(base_url=u, api_key=key, max_retries=0) for u in urls]
+
+    async def one(i: int) -> str:
+        try:
+            await clients[i % len(clients)].chat.completions.create(
+                model="gpt-fake",
+                messages=HELLO,  # type: ignore[arg-type]
+                max_tokens=4,
+                extra_body={"fake_delay_ms": delay_ms},
+            )
+        except openai.RateLimitError:
+            return "429"
+        return "ok"
+
+    try:
+        return list(await asyncio.gather(*(one(i) for i in range(n))))
+    finally:
+        for client in clients:
+            await client.close()

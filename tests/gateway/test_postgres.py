@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 
 import openai
 import pytest
-from harness import Running, ServerThread, gateway_yaml
+from harness import Running, ServerThread, gateway_yaml, overlapping_calls
 
 from onecluster.gateway import FakeUpstream, GatewayStore, KeyLimits
 
@@ -38,25 +38,6 @@ def pg_url() -> Iterator[str]:
         db.execute(f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE")
 
 
-async def _spread(urls: list[str], key: str, n: int) -> list[str]:
-    clients = [openai.AsyncOpenAI(base_url=f"{u}/v1", api_key=key, max_retries=0) for u in urls]
-
-    async def one(i: int) -> str:
-        try:
-            await clients[i % len(clients)].chat.completions.create(
-                model="gpt-fake", messages=HELLO, max_tokens=4, extra_body={"fake_delay_ms": 300}
-            )
-        except openai.RateLimitError:
-            return "429"
-        return "ok"
-
-    try:
-        return list(await asyncio.gather(*(one(i) for i in range(n))))
-    finally:
-        for client in clients:
-            await client.close()
-
-
 def test_two_gateways_on_one_postgres_share_a_limit(
     make_gateway: Callable[..., Running],
     fake: tuple[ServerThread, FakeUpstream],
@@ -64,11 +45,12 @@ def test_two_gateways_on_one_postgres_share_a_limit(
 ) -> None:
     first = make_gateway(gateway_yaml(fake[0].url), pg_url)
     second = make_gateway(gateway_yaml(fake[0].url), pg_url)
+    urls = [f"{first.url}/v1", f"{second.url}/v1"]
     key = first.key("interns")  # tier free: 5 a minute; issued through one, valid on both
-    got = asyncio.run(_spread([first.url, second.url], key, 14))
+    got = asyncio.run(overlapping_calls(urls, key, 14, delay_ms=300))
     assert got.count("ok") == 5
     tight = first.key("vision", KeyLimits(rpm=3))
-    assert asyncio.run(_spread([first.url, second.url], tight, 9)).count("ok") == 3
+    assert asyncio.run(overlapping_calls(urls, tight, 9, delay_ms=300)).count("ok") == 3
     assert len(first.store.ledger_rows()) == 8
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import openai
 import pytest
-from harness import PROVIDER_KEYS, gateway_yaml
+from harness import PROVIDER_KEYS, gateway_yaml, overlapping_calls
 
 pytestmark = pytest.mark.integration
 
@@ -133,37 +133,14 @@ def _away_from_a_minute_end() -> None:
         time.sleep(61 - second)
 
 
-async def _spread(urls: list[str], key: str, n: int, **extra: object) -> list[str]:
-    clients = [openai.AsyncOpenAI(base_url=u, api_key=key, max_retries=0) for u in urls]
-
-    async def one(i: int) -> str:
-        try:
-            await clients[i % len(clients)].chat.completions.create(
-                model="gpt-fake",
-                messages=HELLO,
-                max_tokens=4,
-                extra_body={"fake_delay_ms": 300},
-                **extra,
-            )
-        except openai.RateLimitError:
-            return "429"
-        return "ok"
-
-    try:
-        return list(await asyncio.gather(*(one(i) for i in range(n))))
-    finally:
-        for c in clients:
-            await c.close()
-
-
 def test_a_limit_is_shared_by_every_process_not_multiplied(fleet: tuple[Fleet, list[str]]) -> None:
     admin, urls = fleet
     key = _issue(admin, "interns")  # tier free: 5 requests a minute
     _away_from_a_minute_end()
-    got = asyncio.run(_spread(urls, key, 16))
+    got = asyncio.run(overlapping_calls(urls, key, 16, delay_ms=300))
     assert got.count("ok") == 5
     tight = _issue(admin, "vision", "--rpm", "7")  # a key's own, stricter limit
-    got = asyncio.run(_spread(urls, tight, 16))
+    got = asyncio.run(overlapping_calls(urls, tight, 16, delay_ms=300))
     assert got.count("ok") == 7
 
 

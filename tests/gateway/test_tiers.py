@@ -13,7 +13,7 @@ from decimal import Decimal
 
 import openai
 import pytest
-from harness import Running
+from harness import Running, overlapping_calls
 
 from onecluster.gateway import KeyLimits
 
@@ -55,33 +55,11 @@ def outcomes(client: openai.OpenAI, n: int) -> list[str]:
     return got
 
 
-async def overlapping(running: Running, key: str, n: int, delay_ms: int = 400) -> list[str]:
-    """``n`` calls at once, each held ``delay_ms`` at the upstream so all reservations overlap."""
-    client = running.async_client(key)
-
-    async def one() -> str:
-        try:
-            await client.chat.completions.create(
-                model="gpt-fake",
-                messages=HELLO,
-                max_tokens=4,
-                extra_body={"fake_delay_ms": delay_ms},
-            )
-        except openai.RateLimitError:
-            return "429"
-        return "ok"
-
-    try:
-        return list(await asyncio.gather(*(one() for _ in range(n))))
-    finally:
-        await client.close()
-
-
 def test_rpm_admits_exactly_the_tiers_requests_per_minute_under_concurrency(
     running: Running,
 ) -> None:
     key = running.key("interns")  # tier free: rpm 5
-    got = asyncio.run(overlapping(running, key, 12))
+    got = asyncio.run(overlapping_calls([f"{running.url}/v1"], key, 12, delay_ms=400))
     assert got.count("ok") == 5 and got.count("429") == 7
     client = running.client(key)
     with pytest.raises(openai.RateLimitError) as refused:
@@ -105,7 +83,7 @@ def test_tpm_under_concurrency_never_admits_more_than_fits(running: Running) -> 
     r_tokens, _ = reservation(running)
     limit = 3 * r_tokens + r_tokens - 1  # room for three reservations, not four
     key = running.key("vision", KeyLimits(tpm=limit))
-    got = asyncio.run(overlapping(running, key, 10))
+    got = asyncio.run(overlapping_calls([f"{running.url}/v1"], key, 10, delay_ms=400))
     assert got.count("ok") == 3
     # settled: three calls of A tokens are counted, the reservations are gone
     counter = running.store.counters(_key_scope(running, key), running.clock.now())["minute"]
@@ -203,7 +181,7 @@ def test_spend_limits_under_concurrency_never_admit_more_than_fits(
     _, r_cost = reservation(running)
     room = Decimal(4 * r_cost - 1) / 1_000_000_000  # three reservations fit, not four
     key = running.key("vision", KeyLimits(**{limit: room}))
-    got = asyncio.run(overlapping(running, key, 10))
+    got = asyncio.run(overlapping_calls([f"{running.url}/v1"], key, 10, delay_ms=400))
     assert got.count("ok") == 3
     spent = running.store.counters(_key_scope(running, key), running.clock.now())
     period = "day" if limit == "daily_spend" else "month"

@@ -18,8 +18,6 @@ from onecluster.cli._render import format_duration, out_console
 from onecluster.errors import ValidationError
 from onecluster.reports import GpuReport, Month, ReportRow
 
-NANO = 1_000_000_000
-
 __all__ = ["register"]
 
 
@@ -102,7 +100,7 @@ def llm(
     output: ReportFormat = typer.Option(ReportFormat.TABLE, "--format", help="table, csv or json."),
 ) -> None:
     """The LLM bill of a month per team and model: calls, tokens, cost (the ledger's sums)."""
-    from onecluster.gateway import GatewayStore
+    from onecluster.gateway import NANO, GatewayStore
 
     when = Month.parse(month)
     path = db or config_of(ctx).state_dir / "gateway.db"

@@ -8,6 +8,7 @@ audit row per call.  ``docs/gateway.md`` describes it; the pure quota arithmetic
 
 from onecluster.gateway._app import build_app
 from onecluster.gateway._config import (
+    NANO,
     GatewayConfig,
     KeyLimits,
     ModelEntry,
@@ -27,6 +28,7 @@ from onecluster.gateway.fake_upstream import FakeUpstream, build_fake_upstream
 
 __all__ = [
     "ENCODING_FILES",
+    "NANO",
     "BillLine",
     "CallRecord",
     "FakeUpstream",

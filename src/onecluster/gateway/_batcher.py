@@ -34,8 +34,6 @@ class Batcher:
         self._scheduled = False
         self._worker = ThreadPoolExecutor(1, "gateway-db") if store.blocking else None
         self._drainer: asyncio.Task[None] | None = None
-        self.transactions = 0
-        self.operations = 0
 
     def submit(self, op: ReserveOp | SettleOp) -> asyncio.Future[OpResult]:
         """The future result of ``op`` (see :meth:`GatewayStore.apply`)."""
@@ -103,8 +101,6 @@ class Batcher:
         batch: list[tuple[ReserveOp | SettleOp, asyncio.Future[OpResult]]],
         results: list[OpResult],
     ) -> None:
-        self.transactions += 1
-        self.operations += len(batch)
         for (_, future), result in zip(batch, results, strict=True):
             if not future.done():
                 future.set_result(result)

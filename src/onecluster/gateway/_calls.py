@@ -19,14 +19,14 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 import orjson
 from aiohttp import web
 
 from onecluster.errors import ConflictError, PlatformError, UnavailableError, ValidationError
-from onecluster.gateway._config import ModelEntry
+from onecluster.gateway._config import NANO, ModelEntry
 from onecluster.gateway._errors import (
     GatewayRateLimitError,
     UpstreamError,
@@ -75,31 +75,29 @@ class _Call:
         assert self.caller is not None
         model = self.model.name if self.model else (self.request.model if self.request else "")
         elapsed = time.perf_counter() - self.started
-        base = CallRecord(
-            request_id=self.request_id,
-            at=self.gw.clock.now(),
-            team=self.caller.team.name,
-            key_id=self.caller.key.key_id,
-            model=model,
-            endpoint=self.endpoint.value,
-            stream=bool(self.request and self.request.stream),
-            http_status=status,
-            outcome=outcome,
-            region=self.model.region if self.model else "",
-            upstream=self.upstream,
-            egress=self.egress,
-            latency_ms=elapsed * 1000,
-            overhead_ms=(elapsed - self.upstream_wait) * 1000,
-            attempts=self.attempts,
-        )
-        done = replace(base, **fields)  # type: ignore[arg-type]
-        return replace(
-            done,
-            model=clean_text(done.model),
-            error=clean_text(done.error),
-            prompt=None if done.prompt is None else clean_text(done.prompt),
-            response=None if done.response is None else clean_text(done.response),
-        )
+        values: dict[str, object] = {
+            "request_id": self.request_id,
+            "at": self.gw.clock.now(),
+            "team": self.caller.team.name,
+            "key_id": self.caller.key.key_id,
+            "model": model,
+            "endpoint": self.endpoint.value,
+            "stream": bool(self.request and self.request.stream),
+            "http_status": status,
+            "outcome": outcome,
+            "region": self.model.region if self.model else "",
+            "upstream": self.upstream,
+            "egress": self.egress,
+            "latency_ms": elapsed * 1000,
+            "overhead_ms": (elapsed - self.upstream_wait) * 1000,
+            "attempts": self.attempts,
+            **fields,
+        }
+        # What clients wrote reaches the database only as text every database can store.
+        for name in ("model", "error", "prompt", "response"):
+            if isinstance(values.get(name), str):
+                values[name] = clean_text(values[name])  # type: ignore[arg-type]
+        return CallRecord(**values)  # type: ignore[arg-type]
 
     def overhead_ms(self) -> str:
         return f"{(time.perf_counter() - self.started - self.upstream_wait) * 1000:.3f}"
@@ -199,8 +197,7 @@ def _ask(req: CallRequest, model: ModelEntry, prompt: int) -> Ask:
     else:
         completion = min(req.max_tokens or model.max_output_tokens, model.max_output_tokens)
         completion *= req.choices
-    spend = prompt * model.input_nano_per_token + completion * model.output_nano_per_token
-    return Ask(prompt + completion, spend)
+    return Ask(prompt + completion, model.cost(prompt, completion))
 
 
 async def _refuse(call: _Call, error: PlatformError) -> web.Response:
@@ -298,10 +295,7 @@ async def _settle(
     if usage is None:
         completion = call.gw.estimator.count(call.model.tokenizer, answer) if answer else 0
         usage = Usage(call.estimate if call.attempts else 0, completion)
-    cost = (
-        usage.prompt_tokens * call.model.input_nano_per_token
-        + usage.completion_tokens * call.model.output_nano_per_token
-    )
+    cost = call.model.cost(usage.prompt_tokens, usage.completion_tokens)
     bodies: dict[str, object] = {}
     if call.caller.team.audit_bodies:
         prompt = orjson.dumps(
@@ -347,7 +341,7 @@ async def _whole(call: _Call) -> web.Response:
         raise
     record = await _settle(call, 200, "ok", usage, answer)
     headers = _headers(call)
-    headers["x-onecluster-cost"] = f"{record.cost / 1e9:.9f}"
+    headers["x-onecluster-cost"] = f"{record.cost / NANO:.9f}"
     headers["x-onecluster-overhead-ms"] = call.overhead_ms()
     return web.Response(body=body, headers=headers, content_type="application/json")
 

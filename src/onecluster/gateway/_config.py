@@ -8,6 +8,7 @@ format is documented in ``docs/gateway.md``; ``examples/gateway.yaml`` is a comp
 
 from __future__ import annotations
 
+import functools
 from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Literal
@@ -104,15 +105,22 @@ class ModelEntry(_Frozen):
     output_price: Annotated[Decimal, Field(ge=0)] = Decimal(0)
     deployments: Annotated[tuple[Deployment, ...], Field(min_length=1)]
 
-    @property
+    @functools.cached_property
     def input_nano_per_token(self) -> int:
         """Nano-units one prompt token costs (price per million ÷ 10⁶, exactly)."""
         return to_nano(self.input_price / 1_000_000)
 
-    @property
+    @functools.cached_property
     def output_nano_per_token(self) -> int:
         """Nano-units one completion token costs."""
         return to_nano(self.output_price / 1_000_000)
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> int:
+        """What the tokens cost, in nano-units (exact)."""
+        return (
+            prompt_tokens * self.input_nano_per_token
+            + completion_tokens * self.output_nano_per_token
+        )
 
 
 class Tier(_Frozen):

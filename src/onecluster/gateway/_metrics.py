@@ -6,6 +6,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
+from onecluster.gateway._config import NANO
 from onecluster.gateway._records import CallRecord
 
 __all__ = ["GatewayMetrics"]
@@ -74,7 +75,7 @@ class GatewayMetrics:
         calls.inc()
         prompt.inc(record.prompt_tokens)
         completion.inc(record.completion_tokens)
-        cost.inc(record.cost / 1e9)
+        cost.inc(record.cost / NANO)
         self.overhead.observe(record.overhead_ms / 1000)
 
     def exposition(self) -> bytes:

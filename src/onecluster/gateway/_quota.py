@@ -94,15 +94,6 @@ class Limits:
     daily: int | None
     monthly: int | None
 
-    def of(self, limit: Limit) -> int | None:
-        """The value of ``limit``."""
-        return {
-            Limit.RPM: self.rpm,
-            Limit.TPM: self.tpm,
-            Limit.DAILY: self.daily,
-            Limit.MONTHLY: self.monthly,
-        }[limit]
-
 
 @dataclass(frozen=True, slots=True)
 class Counter:

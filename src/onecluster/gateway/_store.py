@@ -188,7 +188,12 @@ class GatewayStore:
                 msg = f"key {key_id} was already revoked"
                 raise ConflictError(msg)
             db.execute("UPDATE gw_keys SET revoked_at = ? WHERE key_id = ?", (now, key_id))
-        return next(k for k in self.team_keys() if k.key_id == key_id)
+        row = self._db.execute(
+            "SELECT key_id, team, name, created_at, revoked_at, limits FROM gw_keys "
+            "WHERE key_id = ?",
+            (key_id,),
+        ).fetchone()
+        return _key_record(row)
 
     def team_keys(self, team: str | None = None) -> list[KeyRecord]:
         """Every key (of ``team``), oldest first."""

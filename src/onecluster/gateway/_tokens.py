@@ -53,7 +53,7 @@ class TokenEstimator:
         """Encodings whose files are in ``tokenizers_dir``; the byte estimate for the rest."""
         counters: dict[str, TokenCounter] = {}
         if tokenizers_dir is not None:
-            import tiktoken  # noqa: PLC0415  (a 0.3 s import only a serving gateway pays)
+            import tiktoken  # noqa: PLC0415  (an import only a serving gateway pays)
 
             for name, file in ENCODING_FILES.items():
                 if (tokenizers_dir / file).is_file():

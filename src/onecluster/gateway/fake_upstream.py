@@ -31,20 +31,22 @@ __all__ = ["FakeUpstream", "build_fake_upstream"]
 class FakeUpstream:
     """What the fake has seen: auth headers, bodies, and calls per model."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, keep_bodies: bool = True) -> None:
         self.auth_headers: Counter[str] = Counter()
         self.bodies: list[dict[str, Any]] = []
         self.calls: Counter[str] = Counter()
-        self.keep_bodies = True
+        self.keep_bodies = keep_bodies
+        """Tests read ``bodies``; a long-running fake must not grow with every call."""
 
 
 _FAKE: web.AppKey[FakeUpstream] = web.AppKey("fake", FakeUpstream)
 
 
 def build_fake_upstream(fake: FakeUpstream | None = None) -> web.Application:
-    """The fake's aiohttp application (``fake`` collects what it sees)."""
+    """The fake's aiohttp application (``fake`` collects what it sees; without one, bodies
+    are not kept)."""
     app = web.Application(client_max_size=32 * 1024 * 1024)
-    app[_FAKE] = fake or FakeUpstream()
+    app[_FAKE] = fake or FakeUpstream(keep_bodies=False)
     app.router.add_post("/v1/chat/completions", _chat)
     app.router.add_post("/v1/completions", _completions)
     app.router.add_post("/v1/embeddings", _embeddings)
