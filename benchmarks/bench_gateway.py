@@ -6,6 +6,7 @@ fake-upstream``, canned answers), three targets:
 * ``direct``  — the fake upstream itself (the floor);
 * ``bare``    — a bare aiohttp pass-through (key swap only, no quota, no ledger): the
   baseline of what any Python proxy on this machine costs (``--bare-proxy`` mode of this file);
+* ``bare-httpx`` — the same with httpx's async client upstream (why the gateway uses aiohttp);
 * ``gateway`` — ``onecluster gateway serve`` with team keys, the four tiers, the shared
   SQLite counters, the ledger and the audit all on.
 
@@ -14,7 +15,8 @@ round medians (robust to a noisy shared box); added = target − direct.  Stream
 first content chunk and to the end.  Throughput: ``hey`` (Go; ``apt-get install hey``) for
 ``--seconds`` at 16 and 64 concurrent clients.  CPU per request: the server process's
 utime + stime (``/proc/<pid>/stat``) over the calls it served.  Every gateway call of the run
-must be in its ledger, exactly once::
+must be in its ledger, exactly once.  Last, the store alone: one reserve and one settle per
+transaction, as a call at a time costs them::
 
     .venv/bin/python benchmarks/bench_gateway.py            # ~2 minutes
     .venv/bin/python benchmarks/bench_gateway.py --quick    # ~30 s, fewer rounds
@@ -128,9 +130,19 @@ def _setup(base: Path, db: str | None) -> tuple[Servers, str]:
         "gateway",
         [*CLI, *state, "gateway", "serve", "--config", str(config), *tokenizers, *where],
     )
-    servers.start(
-        "bare", [sys.executable, __file__, "--bare-proxy", "--upstream", servers.urls["direct"]]
-    )
+    for name, client in (("bare", "aiohttp"), ("bare-httpx", "httpx")):
+        servers.start(
+            name,
+            [
+                sys.executable,
+                __file__,
+                "--bare-proxy",
+                "--upstream",
+                servers.urls["direct"],
+                "--client",
+                client,
+            ],
+        )
     return servers, key
 
 
@@ -268,11 +280,12 @@ def main() -> None:
     )
     parser.add_argument("--bare-proxy", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--upstream", help=argparse.SUPPRESS)
+    parser.add_argument("--client", default="aiohttp", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--ready-file", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.bare_proxy:
-        _bare_proxy(args.upstream, args.port, args.ready_file)
+        _bare_proxy(args.upstream, args.port, args.ready_file, args.client)
         return
     if shutil.which("hey") is None and os.geteuid() == 0:
         subprocess.run(
@@ -297,6 +310,8 @@ def main() -> None:
     calls = 30 * 2 + rounds * n + rounds * (n // 2) + served
     ledger = _ledger_rows(base, db)
     _report(plain, stream, loads, ledger=ledger, calls=calls, quick=args.quick)
+    reserve, settle = _store_costs(db or base / "store-costs.db", 300 if args.quick else 3000)
+    print(f"store, one operation a transaction: reserve {reserve:.0f} µs, settle {settle:.0f} µs")
 
 
 def _row(*cells: object) -> None:
@@ -354,34 +369,47 @@ def _report(
     print(f"ledger rows {ledger} for {calls} gateway calls answered 200: {verdict}")
 
 
-def _bare_proxy(upstream: str, port: int, ready_file: Path | None) -> None:
-    """The baseline: a bare aiohttp pass-through with a pooled client, nothing else."""
+def _bare_proxy(upstream: str, port: int, ready_file: Path | None, client: str) -> None:
+    """The baseline: a bare aiohttp server passing calls through a pooled client, nothing
+    else.  ``client`` is ``aiohttp`` (what the gateway uses) or ``httpx`` (decision 33)."""
     import asyncio
 
     import aiohttp
     import uvloop
     from aiohttp import web
 
+    headers = {"Authorization": f"Bearer {PROVIDER_KEY}", "Content-Type": "application/json"}
+    target = f"{upstream}/v1/chat/completions"
+
     async def run() -> None:
         session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
-        headers = {"Authorization": f"Bearer {PROVIDER_KEY}", "Content-Type": "application/json"}
+        pool = httpx.AsyncClient(limits=httpx.Limits(max_connections=None), timeout=30)
 
-        async def handle(request: web.Request) -> web.StreamResponse:
+        async def stream_out(request: web.Request, chunks: object) -> web.StreamResponse:
+            out = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+            await out.prepare(request)
+            async for chunk in chunks:  # type: ignore[attr-defined]
+                await out.write(chunk)
+            await out.write_eof()
+            return out
+
+        async def via_aiohttp(request: web.Request) -> web.StreamResponse:
             body = await request.read()
-            async with session.post(
-                f"{upstream}/v1/chat/completions", data=body, headers=headers
-            ) as reply:
+            async with session.post(target, data=body, headers=headers) as reply:
                 if b'"stream":true' not in body:
                     return web.Response(body=await reply.read(), content_type="application/json")
-                out = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-                await out.prepare(request)
-                async for chunk in reply.content.iter_any():
-                    await out.write(chunk)
-                await out.write_eof()
-                return out
+                return await stream_out(request, reply.content.iter_any())
+
+        async def via_httpx(request: web.Request) -> web.StreamResponse:
+            body = await request.read()
+            if b'"stream":true' not in body:
+                reply = await pool.post(target, content=body, headers=headers)
+                return web.Response(body=reply.content, content_type="application/json")
+            async with pool.stream("POST", target, content=body, headers=headers) as reply:
+                return await stream_out(request, reply.aiter_raw())
 
         app = web.Application()
-        app.router.add_post("/v1/chat/completions", handle)
+        app.router.add_post("/v1/chat/completions", via_httpx if client == "httpx" else via_aiohttp)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", port, backlog=1024)
@@ -392,6 +420,47 @@ def _bare_proxy(upstream: str, port: int, ready_file: Path | None) -> None:
 
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         runner.run(run())
+
+
+def _store_costs(db: str | Path, n: int) -> tuple[float, float]:
+    """µs per reserve and per settle, one operation per transaction (a call at a time)."""
+    from onecluster.gateway import CallRecord, GatewayStore
+    from onecluster.gateway._quota import Ask, Limits
+    from onecluster.gateway._store import ReserveOp, SettleOp
+
+    store = GatewayStore(db)
+    limits = Limits(rpm=10**9, tpm=10**12, daily=10**18, monthly=10**18)
+    now = time.time()
+    try:
+        started = time.perf_counter()
+        held = [
+            store.apply([ReserveOp(f"bench-{i}", (("team:store", limits),), Ask(100, 1_000), now)])[
+                0
+            ]
+            for i in range(n)
+        ]
+        reserved = time.perf_counter()
+        for i, reservation in enumerate(held):
+            record = CallRecord(
+                request_id=f"bench-{i}",
+                at=now,
+                team="store",
+                key_id="k",
+                model="m",
+                endpoint="chat/completions",
+                stream=False,
+                http_status=200,
+                outcome="ok",
+                attempts=1,
+                prompt_tokens=9,
+                completion_tokens=8,
+                cost=25_000,
+            )
+            store.apply([SettleOp(record, reservation)])  # type: ignore[arg-type]
+        settled = time.perf_counter()
+    finally:
+        store.close()
+    return (reserved - started) / n * 1e6, (settled - reserved) / n * 1e6
 
 
 if __name__ == "__main__":
