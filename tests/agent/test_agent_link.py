@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from onecluster.agent import Agent, ServerLink
-from onecluster.backends import AttemptState, LocalBackend
+from onecluster.backends import LocalBackend
 from onecluster.errors import AuthError, UnavailableError, ValidationError
+from onecluster.model import AttemptState
 from onecluster.schema import AgentSync
 
 TOKEN = "agent-token-sha"

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from onecluster.agent import StopOrder, reconcile
-from onecluster.backends import AttemptState, AttemptStatus
+from onecluster.backends import AttemptStatus
+from onecluster.model import AttemptState
 from onecluster.schema import DesiredAttempt
 
 

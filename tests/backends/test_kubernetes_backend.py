@@ -13,10 +13,11 @@ import pytest
 
 pytest.importorskip("kubernetes")
 
-from onecluster.backends import AttemptSpec, AttemptState, AttemptStatus
+from onecluster.backends import AttemptSpec, AttemptStatus
 from onecluster.backends._kube_manifest import validate_job
 from onecluster.backends.kubernetes import KubernetesBackend
 from onecluster.errors import BackendError
+from onecluster.model import AttemptState
 
 sys.path.insert(0, str(Path(__file__).parent))
 from kube_fake import FakeKubeApi, FakeNode

@@ -13,15 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from onecluster.backends import (
-    AttemptSpec,
-    AttemptState,
-    AttemptStatus,
-    ClusterBackend,
-    LocalBackend,
-)
+from onecluster.backends import AttemptSpec, AttemptStatus, ClusterBackend, LocalBackend
 from onecluster.clock import ManualClock
 from onecluster.errors import BackendError, ValidationError
+from onecluster.model import AttemptState
 
 # A child that says it is ready, then idles in short sleeps so a trap runs promptly.
 _IDLE = "echo ready; while :; do sleep 0.05; done"

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from onecluster.backends import AttemptSpec, AttemptState, AttemptStatus, SlurmBackend
+from onecluster.backends import AttemptSpec, AttemptStatus, SlurmBackend
 from onecluster.backends._slurm_cli import decode_exit, parse_gres
 from onecluster.errors import BackendError
+from onecluster.model import AttemptState
 
 pytestmark = pytest.mark.slurm
 

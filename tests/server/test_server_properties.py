@@ -28,12 +28,12 @@ from sqlalchemy import select
 from onecluster.clock import ManualClock
 from onecluster.errors import ImpossibleJobError
 from onecluster.fabric import parse_fabric
-from onecluster.model import TERMINAL_STATES, JobState, PriorityClass
+from onecluster.model import TERMINAL_STATES, AttemptState, JobState, PriorityClass
 from onecluster.schema import JobSubmit
 from onecluster.server import ServerConfig
 from onecluster.server._control import ControlPlane
 from onecluster.server._reconcile import Reconciler
-from onecluster.store import AgentReport, AttemptState, SyncReport
+from onecluster.store import AgentReport, SyncReport
 from onecluster.store._tables import AttemptRow
 
 FABRIC = parse_fabric(

@@ -5,15 +5,8 @@ from __future__ import annotations
 import pytest
 
 from onecluster.errors import ConflictError, NotFoundError
-from onecluster.model import JobSpec, JobState, PriorityClass, SitePart
-from onecluster.store import (
-    AttemptState,
-    PlacedPart,
-    PreemptOrder,
-    StartOrder,
-    Store,
-    SyncReport,
-)
+from onecluster.model import AttemptState, JobSpec, JobState, PriorityClass, SitePart
+from onecluster.store import PlacedPart, PreemptOrder, StartOrder, Store, SyncReport
 
 
 def spec(team: str = "llm", gpus: int = 8, **kw: object) -> JobSpec:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from onecluster.model import JobState
-from onecluster.store import AttemptFacts, AttemptState, settle
+from onecluster.model import AttemptState, JobState
+from onecluster.store import AttemptFacts, settle
 
 RUNNING = AttemptFacts(site="a", state=AttemptState.RUNNING)
 

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from onecluster.model import JobSpec, JobState
+from onecluster.model import AttemptState, JobSpec, JobState
 from onecluster.store import (
     AgentReport,
-    AttemptState,
     LogChunk,
     PlacedPart,
     PreemptOrder,

@@ -32,9 +32,10 @@ from onecluster.agent._links import SiteLinks
 from onecluster.agent._logship import LogShipper
 from onecluster.agent._reconcile import Actions, reconcile
 from onecluster.agent._server_link import ServerLink, SyncLink
-from onecluster.backends import AttemptState, AttemptStatus, ClusterBackend
+from onecluster.backends import AttemptStatus, ClusterBackend
 from onecluster.clock import Clock, SystemClock
 from onecluster.errors import PlatformError
+from onecluster.model import AttemptState
 from onecluster.schema import AgentSync, AgentSyncReply, AttemptReport
 
 __all__ = ["Agent", "AgentStats"]

@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from onecluster.backends import AttemptState, AttemptStatus, ClusterBackend
+from onecluster.backends import AttemptStatus, ClusterBackend
 from onecluster.errors import PlatformError
+from onecluster.model import AttemptState
 from onecluster.schema import LogChunkIn
 
 __all__ = ["LogBatch", "LogShipper"]

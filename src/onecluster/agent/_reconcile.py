@@ -15,8 +15,9 @@ from __future__ import annotations
 from collections.abc import Sequence, Set
 from dataclasses import dataclass
 
-from onecluster.backends import AttemptSpec, AttemptState, AttemptStatus
+from onecluster.backends import AttemptSpec, AttemptStatus
 from onecluster.errors import ValidationError
+from onecluster.model import AttemptState
 from onecluster.schema import DesiredAttempt
 
 __all__ = ["Actions", "Rejected", "StopOrder", "reconcile"]

@@ -9,25 +9,18 @@ extra.
 """
 
 from onecluster.backends._local import LocalBackend, LocalStats, kill_leftovers
-from onecluster.backends._protocol import (
-    AttemptSpec,
-    AttemptState,
-    AttemptStatus,
-    ClusterBackend,
-    LogChunk,
-)
+from onecluster.backends._protocol import AttemptSpec, AttemptStatus, ClusterBackend, LogSlice
 from onecluster.backends._slots import SlotPool, SlotUsage
 from onecluster.backends._slurm import SlurmBackend
 from onecluster.backends._slurm_cli import SlurmCli, SlurmUnavailable
 
 __all__ = [
     "AttemptSpec",
-    "AttemptState",
     "AttemptStatus",
     "ClusterBackend",
     "LocalBackend",
     "LocalStats",
-    "LogChunk",
+    "LogSlice",
     "SlotPool",
     "SlotUsage",
     "SlurmBackend",

@@ -25,10 +25,11 @@ from typing import Any
 
 from onecluster.backends._logs import read_chunk
 from onecluster.backends._process import ChildProcess, kill_stray_group
-from onecluster.backends._protocol import AttemptSpec, AttemptState, AttemptStatus, LogChunk
+from onecluster.backends._protocol import AttemptSpec, AttemptStatus, LogSlice
 from onecluster.backends._slots import SlotPool, SlotUsage
 from onecluster.clock import Clock, SystemClock
 from onecluster.errors import BackendError
+from onecluster.model import AttemptState
 
 __all__ = ["LocalBackend", "LocalStats"]
 
@@ -181,13 +182,13 @@ class LocalBackend:
                 record.kill_at = float("inf")
         return [r.status() for r in self._attempts.values()]
 
-    def read_logs(self, attempt_id: str, offset: int = 0, limit: int = 65536) -> LogChunk:
+    def read_logs(self, attempt_id: str, offset: int = 0, limit: int = 65536) -> LogSlice:
         """Up to ``limit`` bytes of the attempt's log from ``offset`` (empty if unknown)."""
         record = self._attempts.get(attempt_id)
         path = (record.path if record else self._root / attempt_id) / _LOG
         final = record is None or record.state is not AttemptState.RUNNING
         data, next_offset = read_chunk(path, offset, limit, final=final)
-        return LogChunk(attempt_id=attempt_id, offset=offset, next_offset=next_offset, data=data)
+        return LogSlice(attempt_id=attempt_id, offset=offset, next_offset=next_offset, data=data)
 
     def forget(self, attempt_id: str) -> None:
         """Drop a finished attempt and delete its directory; running attempts are kept."""

@@ -7,26 +7,18 @@ through this Protocol, so a fake or a new backend needs nothing else.
 
 from __future__ import annotations
 
-import enum
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from onecluster.errors import ValidationError
+from onecluster.model import OBSERVED_ATTEMPT_STATES, AttemptState
 
-__all__ = ["AttemptSpec", "AttemptState", "AttemptStatus", "ClusterBackend", "LogChunk"]
+__all__ = ["AttemptSpec", "AttemptStatus", "ClusterBackend", "LogSlice"]
 
 # Attempt ids become directory names and environment values, so keep them to a safe alphabet.
 _ATTEMPT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
-
-
-class AttemptState(enum.StrEnum):
-    """Where an attempt is, as the backend observes it (the ``state`` of the sync body)."""
-
-    RUNNING = "running"
-    EXITED = "exited"
-    LOST = "lost"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -87,9 +79,14 @@ class AttemptStatus:
     expected_start_at: float | None = None
     waiting_reason: str | None = None
 
+    def __post_init__(self) -> None:
+        if self.state not in OBSERVED_ATTEMPT_STATES:
+            msg = f"a backend observes attempts running, exited or lost, not {self.state}"
+            raise ValidationError(msg)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class LogChunk:
+class LogSlice:
     """Log text of one attempt from byte ``offset`` up to byte ``next_offset``.
 
     Offsets count bytes of the attempt's log; a chunk never splits a UTF-8 character
@@ -136,7 +133,7 @@ class ClusterBackend(Protocol):
         """The current status of every attempt held, oldest first."""
         ...
 
-    def read_logs(self, attempt_id: str, offset: int = 0, limit: int = 65536) -> LogChunk:
+    def read_logs(self, attempt_id: str, offset: int = 0, limit: int = 65536) -> LogSlice:
         """At most ``limit`` bytes of the attempt's log from byte ``offset``."""
         ...
 

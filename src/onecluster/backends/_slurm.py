@@ -43,9 +43,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from onecluster.backends._logs import read_chunk
-from onecluster.backends._protocol import AttemptSpec, AttemptState, AttemptStatus, LogChunk
+from onecluster.backends._protocol import AttemptSpec, AttemptStatus, LogSlice
 from onecluster.backends._slurm_cli import SlurmCli, SlurmJob, SlurmUnavailable
 from onecluster.errors import BackendError, PlatformError
+from onecluster.model import AttemptState
 
 __all__ = ["SlurmBackend"]
 
@@ -308,12 +309,12 @@ class SlurmBackend:
             return status(AttemptState.EXITED, job.exit_code or 143)  # stopped as asked
         return status(AttemptState.LOST)  # cancelled or preempted by someone else: requeue
 
-    def read_logs(self, attempt_id: str, offset: int = 0, limit: int = 65536) -> LogChunk:
+    def read_logs(self, attempt_id: str, offset: int = 0, limit: int = 65536) -> LogSlice:
         """The job's output file, as Slurm writes it."""
         status = self._last.get(attempt_id)
         final = status is not None and status.state is not AttemptState.RUNNING
         data, next_offset = read_chunk(self._root / attempt_id / _LOG, offset, limit, final=final)
-        return LogChunk(attempt_id=attempt_id, offset=offset, next_offset=next_offset, data=data)
+        return LogSlice(attempt_id=attempt_id, offset=offset, next_offset=next_offset, data=data)
 
     def forget(self, attempt_id: str) -> None:
         """Drop a finished attempt and its files."""

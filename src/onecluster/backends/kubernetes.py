@@ -45,8 +45,9 @@ from onecluster.backends._kube_manifest import (
     job_name,
 )
 from onecluster.backends._logs import read_chunk
-from onecluster.backends._protocol import AttemptSpec, AttemptState, AttemptStatus, LogChunk
+from onecluster.backends._protocol import AttemptSpec, AttemptStatus, LogSlice
 from onecluster.errors import BackendError, ValidationError
+from onecluster.model import AttemptState
 
 __all__ = ["KubernetesBackend"]
 
@@ -380,7 +381,7 @@ class KubernetesBackend:
             return status(AttemptState.RUNNING, queued=True, waiting_reason=_unscheduled(pod))
         return status(AttemptState.RUNNING)
 
-    def read_logs(self, attempt_id: str, offset: int = 0, limit: int = 65536) -> LogChunk:
+    def read_logs(self, attempt_id: str, offset: int = 0, limit: int = 65536) -> LogSlice:
         """The pod's log (a copy kept once the attempt has ended)."""
         status = self._last.get(attempt_id)
         final = status is not None and status.state is not AttemptState.RUNNING
@@ -389,7 +390,7 @@ class KubernetesBackend:
         if record is not None and time.monotonic() - record.log_fetched_at >= _MIN_POLL_S:
             self._save_log(record)
         data, next_offset = read_chunk(self._root / attempt_id / _LOG, offset, limit, final=final)
-        return LogChunk(attempt_id=attempt_id, offset=offset, next_offset=next_offset, data=data)
+        return LogSlice(attempt_id=attempt_id, offset=offset, next_offset=next_offset, data=data)
 
     def _save_log(self, record: _Attempt) -> None:
         """Copy the pod's whole log under the work dir (kept when the pod is gone)."""

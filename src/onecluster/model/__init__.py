@@ -1,19 +1,37 @@
 """Domain types: immutable, self-validating, no I/O."""
 
+from onecluster.model._attempt import (
+    ACTIVE_ATTEMPT_STATES,
+    OBSERVED_ATTEMPT_STATES,
+    AttemptRecord,
+    AttemptState,
+)
 from onecluster.model._circuit import Circuit, LatencyObjective
 from onecluster.model._dataset import Dataset
 from onecluster.model._fabric import Fabric
-from onecluster.model._job import TERMINAL_STATES, JobSpec, JobState, PriorityClass, SitePart
+from onecluster.model._job import (
+    TERMINAL_STATES,
+    JobRecord,
+    JobSpec,
+    JobState,
+    PriorityClass,
+    SitePart,
+)
 from onecluster.model._site import BACKENDS, GpuPool, Site
 from onecluster.model._team import Team
 
 __all__ = [
+    "ACTIVE_ATTEMPT_STATES",
     "BACKENDS",
+    "OBSERVED_ATTEMPT_STATES",
     "TERMINAL_STATES",
+    "AttemptRecord",
+    "AttemptState",
     "Circuit",
     "Dataset",
     "Fabric",
     "GpuPool",
+    "JobRecord",
     "JobSpec",
     "JobState",
     "LatencyObjective",

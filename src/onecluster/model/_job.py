@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from onecluster.errors import ValidationError
 from onecluster.model._checks import check_name, check_non_negative, check_positive
 
-__all__ = ["TERMINAL_STATES", "JobSpec", "JobState", "PriorityClass", "SitePart"]
+__all__ = ["TERMINAL_STATES", "JobRecord", "JobSpec", "JobState", "PriorityClass", "SitePart"]
 
 
 class PriorityClass(enum.IntEnum):
@@ -101,3 +101,51 @@ class SitePart:
         if self.gpus < 1:
             msg = f"a placement part needs at least 1 GPU (got {self.gpus})"
             raise ValidationError(msg)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobRecord:
+    """A job as the control plane keeps it: its spec, its state and its current (or last)
+    placement."""
+
+    id: str
+    name: str
+    team: str
+    state: JobState
+    gpus: int
+    gpu_types: tuple[str, ...]
+    duration_s: float
+    dataset: str | None
+    dataset_bytes: int
+    priority: PriorityClass
+    preemptible: bool
+    command: tuple[str, ...]
+    max_sites: int
+    submitted_at: float
+    queued_at: float
+    started_at: float | None
+    finished_at: float | None
+    exit_code: int | None
+    reason: str | None
+    attempts: int
+    preemptions: int
+    borrowed: bool
+    parts: tuple[SitePart, ...]
+    #: While the site's cluster manager queues it: when it expects to start it, if it says.
+    expected_start_at: float | None = None
+
+    def spec(self) -> JobSpec:
+        """The job's spec, as submitted."""
+        return JobSpec(
+            team=self.team,
+            gpus=self.gpus,
+            duration_s=self.duration_s,
+            name=self.name,
+            gpu_types=self.gpu_types,
+            dataset=self.dataset,
+            dataset_bytes=self.dataset_bytes,
+            priority=self.priority,
+            preemptible=self.preemptible,
+            command=self.command,
+            max_sites=self.max_sites,
+        )

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from onecluster.clock import Clock
 from onecluster.errors import NotFoundError, PlatformError
-from onecluster.model import JobSpec
+from onecluster.model import JobRecord, JobSpec
 from onecluster.reports import Month, UsageRecord, gpu_report
 from onecluster.scheduler import PendingJob, Scheduler
 from onecluster.schema import (
@@ -25,7 +25,7 @@ from onecluster.server._config import ServerConfig
 from onecluster.server._links import LinkBoard
 from onecluster.server._pending import PendingMirror
 from onecluster.server._views import sites_out, stats_out, teams_out
-from onecluster.store import JobRecord, Store
+from onecluster.store import Store
 
 __all__ = ["ControlPlane"]
 

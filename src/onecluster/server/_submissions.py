@@ -14,8 +14,7 @@ import asyncio
 from collections.abc import Callable, Sequence
 
 from onecluster.errors import UnavailableError
-from onecluster.model import JobSpec
-from onecluster.store import JobRecord
+from onecluster.model import JobRecord, JobSpec
 
 __all__ = ["SubmissionWriter"]
 

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Literal
 
-from onecluster.model import Fabric, JobState, SitePart
+from onecluster.model import AttemptRecord, AttemptState, Fabric, JobRecord, JobState, SitePart
 from onecluster.scheduler import Allocation, ClusterView
 from onecluster.schema import (
     DesiredAttempt,
@@ -20,7 +20,7 @@ from onecluster.schema import (
     StatsOut,
     TeamOut,
 )
-from onecluster.store import Assignment, AttemptRecord, AttemptState, JobRecord, SiteRecord
+from onecluster.store import Assignment, SiteRecord
 
 __all__ = [
     "Running",

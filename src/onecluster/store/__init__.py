@@ -3,13 +3,9 @@
 from onecluster.store._engine import make_engine, migrate
 from onecluster.store._lifecycle import AttemptFacts, Settlement, settle
 from onecluster.store._records import (
-    ACTIVE_ATTEMPT_STATES,
     AgentReport,
     Assignment,
-    AttemptRecord,
-    AttemptState,
     EventRecord,
-    JobRecord,
     LogChunk,
     PlacedPart,
     PreemptOrder,
@@ -21,14 +17,10 @@ from onecluster.store._records import (
 from onecluster.store._store import Store
 
 __all__ = [
-    "ACTIVE_ATTEMPT_STATES",
     "AgentReport",
     "Assignment",
     "AttemptFacts",
-    "AttemptRecord",
-    "AttemptState",
     "EventRecord",
-    "JobRecord",
     "LogChunk",
     "PlacedPart",
     "PreemptOrder",

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
-from onecluster.model import JobState, PriorityClass, SitePart
-from onecluster.store._records import AttemptRecord, AttemptState, JobRecord, SiteRecord
+from onecluster.model import (
+    AttemptRecord,
+    AttemptState,
+    JobRecord,
+    JobState,
+    PriorityClass,
+    SitePart,
+)
+from onecluster.store._records import SiteRecord
 from onecluster.store._tables import AgentRow, AttemptRow, JobRow
 
 __all__ = ["attempt_record", "job_record", "parts_json", "site_record"]

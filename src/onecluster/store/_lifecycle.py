@@ -15,8 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from onecluster.model import JobState
-from onecluster.store._records import ACTIVE_ATTEMPT_STATES, AttemptState
+from onecluster.model import ACTIVE_ATTEMPT_STATES, AttemptState, JobState
 
 __all__ = ["AttemptFacts", "Settlement", "settle"]
 

@@ -15,14 +15,12 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import Session
 
 from onecluster.errors import ConflictError, NotFoundError, UnavailableError
-from onecluster.model import TERMINAL_STATES, JobSpec, JobState
+from onecluster.model import TERMINAL_STATES, AttemptRecord, JobRecord, JobSpec, JobState
 from onecluster.store._convert import attempt_record, job_record, site_record
 from onecluster.store._engine import READ_ONLY_OPTION, make_engine, migrate
 from onecluster.store._records import (
     Assignment,
-    AttemptRecord,
     EventRecord,
-    JobRecord,
     PreemptOrder,
     SiteRecord,
     StartOrder,

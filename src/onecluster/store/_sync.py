@@ -10,8 +10,8 @@ from __future__ import annotations
 from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
-from onecluster.model import JobState
-from onecluster.store._records import AgentReport, Assignment, AttemptState, LogChunk, SyncReport
+from onecluster.model import AttemptState, JobState
+from onecluster.store._records import AgentReport, Assignment, LogChunk, SyncReport
 from onecluster.store._tables import AgentRow, AttemptRow, JobRow, LogRow
 from onecluster.store._transitions import (
     ACTIVE,

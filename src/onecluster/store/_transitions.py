@@ -12,10 +12,16 @@ from collections.abc import Iterable
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from onecluster.model import TERMINAL_STATES, JobState, SitePart
+from onecluster.model import (
+    ACTIVE_ATTEMPT_STATES,
+    TERMINAL_STATES,
+    AttemptState,
+    JobState,
+    SitePart,
+)
 from onecluster.store._convert import parts_json
 from onecluster.store._lifecycle import AttemptFacts, settle
-from onecluster.store._records import ACTIVE_ATTEMPT_STATES, AttemptState, StartOrder
+from onecluster.store._records import StartOrder
 from onecluster.store._tables import AttemptRow, EventRow, JobRow
 
 #: Key in ``Session.info`` set by a transaction that requeued or cancelled a pending job.
