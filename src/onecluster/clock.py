@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import Protocol
 
-__all__ = ["Clock", "ManualClock", "SystemClock"]
+__all__ = ["Clock", "ManualClock", "MonotonicClock", "SystemClock"]
 
 
 class Clock(Protocol):
@@ -23,6 +23,17 @@ class SystemClock:
     def now(self) -> float:
         """Seconds since the Unix epoch."""
         return time.time()
+
+
+class MonotonicClock:
+    """A clock that never jumps: seconds from an arbitrary origin (``time.monotonic``).
+
+    For durations that must hold whatever NTP does to the wall clock, such as an agent's lease.
+    """
+
+    def now(self) -> float:
+        """Seconds since an arbitrary, fixed origin."""
+        return time.monotonic()
 
 
 class ManualClock:

@@ -77,12 +77,9 @@ def test_work_dir_defaults_under_the_home_directory(monkeypatch: pytest.MonkeyPa
     assert config(pools={"H100": 1}).resolved_work_dir() == Path("/home/ops/.onecluster/agent/sha")
 
 
-def test_run_agent_returns_the_error_exit_code_when_it_cannot_start(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    code = run_agent(config(site="nowhere", fabric_path=FABRIC))
-    assert code == NotFoundError.exit_code
-    assert "cannot start: site 'nowhere' is not in the fabric file" in caplog.text
+def test_run_agent_raises_the_error_that_keeps_it_from_starting() -> None:
+    with pytest.raises(NotFoundError, match="site 'nowhere' is not in the fabric file"):
+        run_agent(config(site="nowhere", fabric_path=FABRIC))
 
 
 def test_run_agent_runs_until_stopped(control_plane: Any, tmp_path: Path) -> None:
@@ -93,13 +90,13 @@ def test_run_agent_runs_until_stopped(control_plane: Any, tmp_path: Path) -> Non
         work_dir=tmp_path,
         heartbeat_interval_s=0.05,
     )
-    result: list[int] = []
+    result: list[None] = []
     thread = threading.Thread(target=lambda: result.append(run_agent(cfg, stop=stop)))
     thread.start()
     control_plane.wait_for(lambda b: b["capacity"] == {"H100": 4})
     stop.set()
     thread.join(timeout=10)
-    assert result == [0]
+    assert result == [None]
 
 
 def test_sigterm_stops_the_agent_process_cleanly(
@@ -114,7 +111,7 @@ def test_sigterm_stops_the_agent_process_cleanly(
         cfg = AgentConfig(site="sha", server_url={control_plane.url!r}, token={TOKEN!r},
                           pools={{"H100": 4}}, work_dir=Path({str(tmp_path)!r}),
                           heartbeat_interval_s=0.05, stop_grace_s=0.5)
-        sys.exit(run_agent(cfg))
+        run_agent(cfg)
         """
     )
     agent = subprocess.Popen([sys.executable, "-c", program])

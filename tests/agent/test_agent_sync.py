@@ -139,7 +139,9 @@ def test_a_repeated_run_order_never_starts_the_attempt_twice(
     control_plane.want(order)
     control_plane.wait_syncs(5)
     assert marker.read_text() == "run\n"
-    assert all(attempt_in(b, "a1") is None for b in control_plane.syncs[-3:])
+    # It does not hold it and will not start it again: it says so (lost) rather than stay
+    # silent, which would leave the server waiting for it.
+    assert all(reports("a1", state="lost")(b) for b in control_plane.syncs[-3:])
 
 
 def test_stop_order_is_honoured_with_grace_then_kill(
@@ -220,11 +222,12 @@ def test_jobs_keep_running_while_the_server_is_unreachable(
     assert loop.agent.statistics().consecutive_failures == 0
 
 
-def test_an_agent_cut_off_for_half_its_lease_stops_its_jobs(
+def test_an_agent_whose_lease_runs_out_stops_its_jobs_and_reports_them_lost(
     control_plane: Any, start_agent: Any, make_run_order: Order, tmp_path: Path
 ) -> None:
     # The server gives a silent site's work away after the lease; the agent must have
-    # stopped it by then, or the job would run in two places.
+    # stopped it by then, or the job would run in two places (tests/agent/test_agent_lease.py
+    # checks the timing on a manual clock).
     pid = tmp_path / "pid"
     control_plane.lease_s = 1.0
     control_plane.want(make_run_order("a1", f"echo $$ > {pid}; {IDLE}"))
@@ -237,8 +240,8 @@ def test_an_agent_cut_off_for_half_its_lease_stops_its_jobs(
         assert time.monotonic() < deadline, "the agent kept running a job it may no longer own"
         time.sleep(0.02)
     control_plane.mode = "ok"
-    control_plane.wait_for(reports("a1", state="exited", exit_code=143))
-    assert "the agent lost the control plane" in control_plane.logs_of("a1")
+    control_plane.wait_for(reports("a1", state="lost", exit_code=143))
+    assert "the agent could not renew its lease" in control_plane.logs_of("a1")
 
 
 def test_log_output_is_shipped_in_capped_contiguous_chunks(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -25,6 +26,9 @@ from onecluster.server import ControlPlane, Reconciler, ReconcileStats, ServerCo
 from onecluster.store import make_engine
 from onecluster.store._tables import Base
 
+# Test helpers next to this file (world.py) import as top-level modules.
+sys.path.insert(0, str(Path(__file__).parent))
+
 FABRIC = Path(__file__).resolve().parents[2] / "examples" / "fabrics" / "three-site.yaml"
 T0 = 1_780_000_000.0
 
@@ -39,7 +43,7 @@ class RunningServer:
             state_dir=state_dir,
             db_url=db_url,
             reconcile_interval_s=3600.0,
-            agent_timeout_s=10.0,
+            lease_s=10.0,
             grace_s=5.0,
         )
         self._server: uvicorn.Server | None = None

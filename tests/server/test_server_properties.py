@@ -1,16 +1,27 @@
-"""The control plane against a real database, driven at random: jobs are never lost and
-never run twice, across preemption, cancels, sites that fall silent and server restarts.
+"""The control plane and real agents, driven at random: jobs are never lost and never run
+twice, across preemption, cancels, server outages of any length, partitions of one agent from
+the server, agent crashes, and all of these at once.
 
-Hypothesis plays the users and the agents around the real ``ControlPlane`` and
-``Reconciler`` (SQLite file, no HTTP): it submits, cancels, syncs agents that start what they
-are told (once), stop what they are told, finish jobs with random exit codes, fall silent and
-come back, and restarts the server on the same database.  After every step:
+Hypothesis plays the users and the world around the real ``ControlPlane``, ``Reconciler``
+(SQLite file) and one real :class:`~onecluster.agent.Agent` per site, all on one manual clock.
+The agents sync in-process (no HTTP: the door is tested in test_server_sync_door.py) and run
+their attempts on :class:`~world.WorldBackend`, a FAKE cluster whose processes the test can
+see at every instant.  Time moves in small events (each agent's turn, each reconcile pass),
+so an agent acts exactly when its loop would.
+
+At every instant:
+
+- no job has live processes of two different runs anywhere (it never runs twice);
+
+after every step:
 
 - no pool holds more GPUs in active attempts than it has;
-- no job has two runs active at once (a requeued job's old run is over);
+- no job has two runs active at once in the database;
 - a job that ended stays ended;
+- a job failed only if one of its processes exited non-zero on its own (a stop by the
+  control plane or by an agent whose lease ran out is never the job's failure);
 
-and at the end, with every site back, every submitted job ends completed, failed or cancelled.
+and at the end, with every site and the server back, every submitted job ends.
 """
 
 from __future__ import annotations
@@ -24,16 +35,18 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from sqlalchemy import select
+from sqlalchemy.orm import Session
+from world import World, WorldBackend
 
+from onecluster.agent import Agent
 from onecluster.clock import ManualClock
-from onecluster.errors import ImpossibleJobError
+from onecluster.errors import ImpossibleJobError, UnavailableError
 from onecluster.fabric import parse_fabric
-from onecluster.model import TERMINAL_STATES, AttemptState, JobState, PriorityClass
-from onecluster.schema import JobSubmit
+from onecluster.model import ACTIVE_ATTEMPT_STATES, TERMINAL_STATES, AttemptState, JobState
+from onecluster.schema import AgentSync, AgentSyncReply, JobSubmit
 from onecluster.server import ServerConfig
 from onecluster.server._control import ControlPlane
 from onecluster.server._reconcile import Reconciler
-from onecluster.store import AgentReport, SyncReport
 from onecluster.store._tables import AttemptRow
 
 FABRIC = parse_fabric(
@@ -49,9 +62,28 @@ teams:
 """,
     source="property-fabric",
 )
+SITES = ("a", "b")
 CAPACITY = {("a", "H100"): 8, ("b", "H100"): 4}
-TIMEOUT = 10.0
-ACTIVE = {AttemptState.STARTING, AttemptState.RUNNING, AttemptState.STOPPING}
+LEASE_S = 10.0
+RECONCILE_S = 0.5
+
+
+class InProcessLink:
+    """The agent's link to whichever server is up, unless the site is cut off."""
+
+    def __init__(self, machine: ControlPlaneMachine, site: str) -> None:
+        self._machine = machine
+        self._site = site
+
+    def agent_sync(self, site: str, body: AgentSync) -> AgentSyncReply:
+        control = self._machine.control
+        if control is None or self._site in self._machine.partitioned:
+            msg = "the server cannot be reached"
+            raise UnavailableError(msg)
+        return control.agent_sync(site, body, received=self._machine.clock.now())
+
+    def close(self) -> None:
+        return None
 
 
 class ControlPlaneMachine(RuleBasedStateMachine):
@@ -59,99 +91,169 @@ class ControlPlaneMachine(RuleBasedStateMachine):
         super().__init__()
         self.dir = Path(tempfile.mkdtemp(prefix="oc-prop-"))
         self.clock = ManualClock(1_000_000.0)
-        self.config = ServerConfig(
-            fabric=FABRIC, state_dir=self.dir, agent_timeout_s=TIMEOUT, grace_s=1.0
-        )
-        self._open()
-        self.agents: dict[str, dict[str, str]] = {"a": {}, "b": {}}  # attempt -> job, running
-        self.silent: set[str] = set()
+        self.config = ServerConfig(fabric=FABRIC, state_dir=self.dir, lease_s=LEASE_S, grace_s=1.0)
+        self.world = World()
+        self.partitioned: set[str] = set()
+        self.control: ControlPlane | None = None
+        self.reconciler: Reconciler | None = None
+        self._open_server()
+        self.backends = {
+            s: WorldBackend(s, self.world, self.clock, {"H100": c})
+            for (s, _), c in CAPACITY.items()
+        }
+        self.agents = {s: self._agent(s) for s in SITES}
+        self.next_turn = dict.fromkeys(SITES, self.clock.now())
+        self.next_pass = self.clock.now()
         self.submitted: list[str] = []
-        self.ended: dict[str, str] = {}
+        self.ended: dict[str, JobState] = {}
+        self.failed_on_purpose: set[str] = set()
 
-    def _open(self) -> None:
+    # -- the parts ---------------------------------------------------------------------------
+
+    def _open_server(self) -> None:
         self.control = ControlPlane.open(self.config, self.clock)
         self.reconciler = Reconciler(self.control)
 
+    def _close_server(self) -> None:
+        if self.control is not None:
+            self.control.close()
+        self.control = self.reconciler = None
+
+    def _agent(self, site: str) -> Agent:
+        return Agent(
+            site,
+            self.backends[site],
+            "in-process",
+            "t",
+            clock=self.clock,
+            link=InProcessLink(self, site),
+            stop_grace_s=2.0,
+            max_backoff_s=4.0,
+            state_path=self.dir / f"agent-{site}.json",  # what a restarted agent reads
+        )
+
+    def _run_for(self, seconds: float) -> None:
+        """Let time pass event by event: agents' turns and reconcile passes, in order."""
+        end = self.clock.now() + seconds
+        while True:
+            moment = min([*self.next_turn.values(), self.next_pass, end])
+            self.clock.set(max(moment, self.clock.now()))
+            for site in SITES:
+                if self.next_turn[site] <= self.clock.now():
+                    delay = self.agents[site].step()
+                    self.next_turn[site] = self.clock.now() + max(delay, 0.01)
+            if self.next_pass <= self.clock.now():
+                if self.reconciler is not None:
+                    self.reconciler.step()
+                self.next_pass = self.clock.now() + RECONCILE_S
+            self._never_two_runs()
+            if self.clock.now() >= end:
+                return
+
+    def _never_two_runs(self) -> None:
+        for job, runs in self.world.runs_alive().items():
+            assert len(runs) == 1, f"job {job} runs twice: runs {sorted(runs)} alive at once"
+
     def teardown(self) -> None:
         try:
-            self.silent.clear()
-            for _ in range(60):
-                if all(self._state(j) in TERMINAL_STATES for j in self.submitted):
+            self.partitioned.clear()
+            if self.control is None:
+                self._open_server()
+            for _ in range(200):
+                if self.control is not None and all(
+                    self._state(j) in TERMINAL_STATES for j in self.submitted
+                ):
                     break
-                self.clock.advance(1.0)
-                for site in ("a", "b"):
-                    self._sync(site, finish_all=True)
-                self.reconciler.step()
+                for p in self.world.alive():
+                    self.backends[p.site].finish(p.attempt_id, 0)
+                self._run_for(1.0)
             stuck = [j for j in self.submitted if self._state(j) not in TERMINAL_STATES]
             assert not stuck, f"jobs never ended: {self._explain(stuck)}"
+            self._failures_are_the_jobs_own()
         finally:
-            self.control.close()
+            self._close_server()
             shutil.rmtree(self.dir, ignore_errors=True)
 
-    # -- the world ---------------------------------------------------------------------------
+    # -- users -------------------------------------------------------------------------------
 
+    @precondition(lambda self: self.control is not None)
     @rule(
         team=st.sampled_from(["t1", "t2"]),
         gpus=st.sampled_from([1, 2, 4, 6, 8]),
         priority=st.sampled_from(["low", "normal", "high"]),
         preemptible=st.booleans(),
+        max_sites=st.sampled_from([1, 1, 2]),
     )
-    def submit(self, team: str, gpus: int, priority: str, preemptible: bool) -> None:
+    def submit(
+        self, team: str, gpus: int, priority: str, preemptible: bool, max_sites: int
+    ) -> None:
+        assert self.control is not None
         body = JobSubmit(
             team=team,
             gpus=gpus,
             duration_s=60.0,
-            priority=PriorityClass.parse(priority).name.lower(),
+            priority=priority,  # type: ignore[arg-type]
             preemptible=preemptible,
             command=["train"],
+            max_sites=max_sites,
         )
         with contextlib.suppress(ImpossibleJobError):  # refused at submit: never a job
             self.submitted.append(self.control.submit(body).id)
 
-    @rule()
-    def reconcile(self) -> None:
-        self.clock.advance(0.5)
-        self.reconciler.step()
-
-    @rule(site=st.sampled_from(["a", "b"]))
-    def sync(self, site: str) -> None:
-        if site not in self.silent:
-            self._sync(site)
-
-    @precondition(lambda self: any(self.agents.values()))
-    @rule(data=st.data(), ok=st.booleans())
-    def finish(self, data: st.DataObject, ok: bool) -> None:
-        site = data.draw(st.sampled_from([s for s in ("a", "b") if self.agents[s]]))
-        attempt = data.draw(st.sampled_from(sorted(self.agents[site])))
-        self._sync(site, exited={attempt: 0 if ok else 1})
-
-    @precondition(lambda self: self.submitted)
+    @precondition(lambda self: self.control is not None and self.submitted)
     @rule(data=st.data())
     def cancel(self, data: st.DataObject) -> None:
+        assert self.control is not None
         job = data.draw(st.sampled_from(self.submitted))
         if self._state(job) not in TERMINAL_STATES:
             self.control.store.cancel_job(job, now=self.clock.now())
 
-    @rule(site=st.sampled_from(["a", "b"]))
-    def fall_silent(self, site: str) -> None:
-        # The agent is cut off; past half the lease it stops its jobs (fencing).
-        self.silent.add(site)
-        self.agents[site].clear()
-        self.clock.advance(TIMEOUT + 1)
-        self.reconciler.step()
+    # -- the world ---------------------------------------------------------------------------
 
-    @rule(site=st.sampled_from(["a", "b"]))
-    def come_back(self, site: str) -> None:
-        self.silent.discard(site)
-        self._sync(site)
+    @rule(seconds=st.sampled_from([0.5, 1.0, 3.0, 8.0]))
+    def time_passes(self, seconds: float) -> None:
+        self._run_for(seconds)
+
+    @precondition(lambda self: self.world.alive())
+    @rule(data=st.data(), ok=st.booleans())
+    def a_job_ends_on_its_own(self, data: st.DataObject, ok: bool) -> None:
+        process = data.draw(st.sampled_from(self.world.alive()))
+        self.backends[process.site].finish(process.attempt_id, 0 if ok else 1)
+        if not ok:
+            self.failed_on_purpose.add(process.job_id)
+        self._run_for(1.0)
+
+    @rule(seconds=st.sampled_from([2.0, 6.0, 9.0, 12.0, 30.0, 90.0]))
+    def the_server_is_down_for(self, seconds: float) -> None:
+        self._close_server()
+        self._run_for(seconds)
+        self._open_server()
 
     @rule()
-    def restart_server(self) -> None:
-        self.control.close()
-        self.clock.advance(2.0)
-        self._open()
+    def the_server_restarts(self) -> None:
+        self._close_server()
+        self._open_server()
+
+    @rule(site=st.sampled_from(SITES))
+    def a_site_is_cut_off(self, site: str) -> None:
+        self.partitioned.add(site)
+
+    @precondition(lambda self: self.partitioned)
+    @rule(data=st.data())
+    def a_site_is_reconnected(self, data: st.DataObject) -> None:
+        self.partitioned.discard(data.draw(st.sampled_from(sorted(self.partitioned))))
+
+    @rule(site=st.sampled_from(SITES))
+    def an_agent_crashes_and_restarts(self, site: str) -> None:
+        self.backends[site] = WorldBackend.after_crash(self.backends[site])
+        self.agents[site] = self._agent(site)
+        self.next_turn[site] = self.clock.now()
 
     # -- invariants --------------------------------------------------------------------------
+
+    @invariant()
+    def never_two_runs_of_a_job_anywhere(self) -> None:
+        self._never_two_runs()
 
     @invariant()
     def pools_never_over_committed_and_one_run_per_job(self) -> None:
@@ -167,6 +269,8 @@ class ControlPlaneMachine(RuleBasedStateMachine):
 
     @invariant()
     def ended_jobs_stay_ended(self) -> None:
+        if self.control is None:
+            return
         for job in self.submitted:
             state = self._state(job)
             if job in self.ended:
@@ -174,59 +278,47 @@ class ControlPlaneMachine(RuleBasedStateMachine):
             elif state in TERMINAL_STATES:
                 self.ended[job] = state
 
+    @invariant()
+    def failures_are_the_jobs_own(self) -> None:
+        self._failures_are_the_jobs_own()
+
     # -- helpers -----------------------------------------------------------------------------
 
+    def _failures_are_the_jobs_own(self) -> None:
+        if self.control is None:
+            return
+        for job in self.submitted:
+            if self._state(job) is JobState.FAILED:
+                assert job in self.failed_on_purpose, self._explain([job])
+
     def _explain(self, jobs: list[str]) -> str:
+        assert self.control is not None
         store = self.control.store
         lines = [f"sites: {[(r.site, r.down, r.last_heartbeat) for r in store.sites()]}"]
         for j in jobs:
             rec = store.job(j)
             attempts = [(a.id, a.state, a.site, a.gpus) for a in store.attempts(j)]
             lines.append(f"{j} {rec.state} {rec.team} {rec.gpus} {rec.reason} {attempts}")
-        lines.append(f"agents: {self.agents}")
+        lines.append(f"alive: {[(p.site, p.attempt_id) for p in self.world.alive()]}")
         return "\n".join(lines)
 
     def _state(self, job: str) -> JobState:
+        assert self.control is not None
         return self.control.store.job(job).state
 
     def _active_attempts(self) -> list[AttemptRow]:
-        from sqlalchemy.orm import Session
-
-        with Session(self.control.store.engine) as s:
+        # The database outlives the server: read it even while no server is up.
+        store = self.control.store if self.control is not None else None
+        if store is None:
+            return []
+        with Session(store.engine) as s:
             rows = s.scalars(select(AttemptRow)).all()
-        return [r for r in rows if AttemptState(r.state) in ACTIVE]
-
-    def _sync(
-        self, site: str, *, exited: dict[str, int] | None = None, finish_all: bool = False
-    ) -> None:
-        running = self.agents[site]
-        ends = dict(exited or {})
-        if finish_all:
-            ends.update(dict.fromkeys(running, 0))
-        reports = tuple(
-            AgentReport(attempt_id=a, state="exited", exit_code=ends[a])
-            if a in ends
-            else AgentReport(attempt_id=a, state="running")
-            for a in running
-        )
-        for a in ends:
-            running.pop(a, None)
-        wanted = self.control.store.sync(
-            site, SyncReport(agent_id=f"agent-{site}", attempts=reports), now=self.clock.now()
-        )
-        listed = {w.attempt_id for w in wanted}
-        for w in wanted:
-            if w.action == "run" and w.attempt_id not in running and w.attempt_id not in ends:
-                running[w.attempt_id] = w.job_id  # started once; never again
-            elif w.action == "stop":
-                running.pop(w.attempt_id, None)  # exits; reported as gone next sync
-        for a in [a for a in running if a not in listed]:
-            running.pop(a)  # the server no longer wants it: the agent stops it
+        return [r for r in rows if AttemptState(r.state) in ACTIVE_ATTEMPT_STATES]
 
 
 ControlPlaneMachine.TestCase.settings = settings(
-    max_examples=40,
-    stateful_step_count=30,
+    max_examples=30,
+    stateful_step_count=25,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )

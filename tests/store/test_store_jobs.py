@@ -6,7 +6,7 @@ import pytest
 
 from onecluster.errors import ConflictError, NotFoundError
 from onecluster.model import AttemptState, JobSpec, JobState, PriorityClass, SitePart
-from onecluster.store import PlacedPart, PreemptOrder, StartOrder, Store, SyncReport
+from onecluster.store import AgentReport, PlacedPart, PreemptOrder, StartOrder, Store, SyncReport
 
 
 def spec(team: str = "llm", gpus: int = 8, **kw: object) -> JobSpec:
@@ -95,12 +95,16 @@ def test_cancelling_a_pending_job_ends_it_at_once(store: Store) -> None:
 
 def test_cancelling_a_job_whose_attempt_never_ran_waits_for_its_agent(store: Store) -> None:
     # The agent may have started the attempt since its last sync: the GPUs are free only
-    # once it says so, or says nothing of it (then the attempt ended as lost).
+    # once it says so — that it exited, or that it does not hold it (lost).
     job = store.add_job(spec(), now=1.0)
     place(store, job.id, H100)
+    [attempt] = store.attempts(job.id)
     assert store.cancel_job(job.id, now=11.0).state is JobState.CANCELLING
     assert store.attempts(job.id)[0].state is AttemptState.STOPPING
     store.sync("tokyo", SyncReport(agent_id="a1", capacity={"H100": 16}), now=12.0)
+    assert store.job(job.id).state is JobState.CANCELLING  # silence says nothing
+    gone = AgentReport(attempt_id=attempt.id, state="lost")
+    store.sync("tokyo", SyncReport(agent_id="a1", attempts=(gone,)), now=13.0)
     assert store.job(job.id).state is JobState.CANCELLED
 
 
@@ -111,8 +115,10 @@ def test_preempting_a_starting_job_requeues_it_with_its_id_and_submission_time(
     place(store, job.id, H100)
     assert store.apply_plan([], [PreemptOrder(job_id=job.id, reason="for j-x")], now=20.0) == (0, 1)
     assert store.job(job.id).state is JobState.PREEMPTING  # until the agent has had its say
-    wanted = store.sync("tokyo", SyncReport(agent_id="a1", capacity={"H100": 16}), now=21.0)
-    assert wanted == []  # it never started the attempt, so there is nothing to stop
+    [attempt] = store.attempts(job.id)
+    never = AgentReport(attempt_id=attempt.id, state="lost")  # it never started it
+    wanted = store.sync("tokyo", SyncReport(agent_id="a1", attempts=(never,)), now=21.0)
+    assert wanted == []  # so there is nothing to stop
     back = store.job(job.id)
     assert back.state is JobState.PENDING
     assert back.preemptions == 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from onecluster.model import AttemptState, JobSpec, JobState
 from onecluster.store import (
+    DEFAULT_LEASE_S,
     AgentReport,
     LogChunk,
     PlacedPart,
@@ -101,18 +102,17 @@ def test_cancel_of_a_running_job_waits_for_the_exit(store: Store) -> None:
 def test_a_silent_site_goes_down_and_its_jobs_are_requeued(store: Store) -> None:
     job_id, attempt_id = running_job(store)
     store.sync("tokyo", report(AgentReport(attempt_id=attempt_id, state="running")), now=1.0)
-    assert store.expire_sites(timeout_s=10.0, now=5.0) == []
-    assert store.expire_sites(timeout_s=10.0, now=12.0) == ["tokyo"]
-    assert store.expire_sites(timeout_s=10.0, now=13.0) == []
+    assert store.expire_sites(now=5.0) == []
+    assert store.expire_sites(now=1.0 + DEFAULT_LEASE_S) == []  # the lease's last instant
+    assert store.expire_sites(now=1.1 + DEFAULT_LEASE_S) == ["tokyo"]
+    assert store.expire_sites(now=2.0 + DEFAULT_LEASE_S) == []
     assert store.sites()[0].down
     job = store.job(job_id)
     assert (job.state, job.preemptions) == (JobState.PENDING, 0)
     assert store.attempts(job_id)[0].state is AttemptState.LOST
     # The agent comes back still running the lost attempt: it is not listed (so it stops it).
-    assert (
-        store.sync("tokyo", report(AgentReport(attempt_id=attempt_id, state="running")), now=14.0)
-        == []
-    )
+    back = report(AgentReport(attempt_id=attempt_id, state="running"))
+    assert store.sync("tokyo", back, now=3.0 + DEFAULT_LEASE_S) == []
     assert not store.sites()[0].down
     assert store.job(job_id).state is JobState.PENDING
 
@@ -120,9 +120,59 @@ def test_a_silent_site_goes_down_and_its_jobs_are_requeued(store: Store) -> None
 def test_a_restarted_agent_that_lost_a_running_attempt_requeues_its_job(store: Store) -> None:
     job_id, attempt_id = running_job(store)
     store.sync("tokyo", report(AgentReport(attempt_id=attempt_id, state="running")), now=1.0)
-    assert store.sync("tokyo", report(agent="a2"), now=2.0) == []
+    [order] = store.sync("tokyo", report(agent="a2"), now=2.0)
+    assert (order.attempt_id, order.action, order.handed_to) == (attempt_id, "run", "a1")
+    assert store.job(job_id).state is JobState.RUNNING  # a2 has not said anything of it yet
+    assert store.sync("tokyo", report(lost(attempt_id), agent="a2"), now=3.0) == []
     assert store.job(job_id).state is JobState.PENDING
     assert store.attempts(job_id)[0].state is AttemptState.LOST
+
+
+def test_a_sync_that_does_not_mention_running_work_requeues_nothing(store: Store) -> None:
+    # A capacity report (a new agent id, no attempts, odd capacity) must never requeue work
+    # that no agent has reported gone.
+    job_id, attempt_id = running_job(store)
+    store.sync("tokyo", report(AgentReport(attempt_id=attempt_id, state="running")), now=1.0)
+    bare = SyncReport(agent_id="someone-else", capacity={"H100": 0})
+    for now in (2.0, 3.0, 500.0):
+        store.sync("tokyo", bare, now=now)
+    assert store.job(job_id).state is JobState.RUNNING
+    assert store.attempts(job_id)[0].state is AttemptState.RUNNING
+
+
+def test_new_attempts_are_handed_to_the_agent_that_syncs_first(store: Store) -> None:
+    running_job(store)
+    [first] = store.sync("tokyo", report(agent="a1"), now=1.0)
+    [second] = store.sync("tokyo", report(agent="a2"), now=2.0)
+    assert first.handed_to == second.handed_to == "a1"
+
+
+def test_a_refused_attempt_fails_its_job_with_the_agents_reason(store: Store) -> None:
+    job_id, attempt_id = running_job(store)
+    refused = AgentReport(attempt_id=attempt_id, state="refused", reason="it needs a command")
+    assert store.sync("tokyo", report(refused), now=1.0) == []
+    job = store.job(job_id)
+    assert job.state is JobState.FAILED
+    assert "it needs a command" in (job.reason or "")
+    assert store.attempts(job_id)[0].state is AttemptState.EXITED
+
+
+def test_a_site_keeps_the_lease_it_was_granted_whatever_the_setting_is_now(
+    store: Store,
+) -> None:
+    job_id, attempt_id = running_job(store)
+    store.sync("tokyo", report(AgentReport(attempt_id=attempt_id, state="running")), now=1.0)
+    assert store.sites()[0].lease_s == DEFAULT_LEASE_S
+    # A server restarted with --lease 10 grants 10 s from the next sync on, not before.
+    assert store.expire_sites(now=20.0) == []
+    assert store.job(job_id).state is JobState.RUNNING
+    store.sync("tokyo", report(), now=21.0, lease_s=10.0)
+    assert store.expire_sites(now=30.0) == []
+    assert store.expire_sites(now=31.5) == ["tokyo"]
+
+
+def lost(attempt_id: str) -> AgentReport:
+    return AgentReport(attempt_id=attempt_id, state="lost")
 
 
 def test_reports_from_another_site_or_of_unknown_attempts_change_nothing(store: Store) -> None:

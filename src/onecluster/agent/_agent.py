@@ -3,14 +3,21 @@
 Each turn polls the backend; when a sync is due it reports every attempt and the new log
 text, receives the desired attempts and reconciles (see :mod:`onecluster.agent._reconcile`).
 A server that cannot be reached or fails (5xx) never stops the loop: attempts keep running,
-the sync is retried with exponential backoff capped at ``max_backoff_s`` (default 4 s, well
-inside the server's lease), and a warning line says so on every failed sync.
+the sync is retried with exponential backoff capped at ``max_backoff_s`` (default 4 s), and a
+warning line says so on every failed sync.
 
-Fencing: the server gives a silent site's work to other sites after its lease (``lease_s`` in
-every sync reply, the server's ``agent_timeout_s``).  An agent that has not synced for half
-the lease stops every attempt it runs, with a grace short enough that they are gone before the
-lease ends, so a job never runs in two places at once.  The attempts are reported (as ended)
-when the server answers again; the server has requeued their jobs by then.
+Leases and fencing: every sync the server answers grants the site a lease (``lease_s`` of
+the reply): nobody else is given the site's work before it runs out.  The agent keeps its
+attempts running through any outage for as long as its lease lasts, and stops them — SIGTERM
+with a grace, SIGKILL at the agent's end of the lease (:class:`~onecluster.agent._lease.Lease`)
+— only when it could not renew it, so that they are gone before the server may start their
+jobs elsewhere.  Attempts the agent stopped itself are reported ``lost`` (never as their own
+failure), and the server requeues their jobs.
+
+A permanent refusal of a sync (the token is not this site's, or unknown; the body is refused;
+the site is unknown) before the first successful sync ends the agent with the error's exit
+code at once: it is misconfigured.  After that, the agent treats it like an outage until its
+lease has run out (the operator has the lease to fix the server side), then exits with it.
 
 Shutdown (the ``stop`` event of :meth:`Agent.run` is set, e.g. on SIGTERM/SIGINT): every
 running attempt is stopped with ``stop_grace_s`` (SIGTERM, then SIGKILL), the agent waits for
@@ -27,21 +34,25 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 
+from onecluster.agent._lease import Lease
 from onecluster.agent._links import SiteLinks
 from onecluster.agent._logship import LogShipper
+from onecluster.agent._own_stops import OwnStops
 from onecluster.agent._reconcile import Actions, reconcile
 from onecluster.agent._server_link import ServerLink, SyncLink
 from onecluster.backends import AttemptStatus, ClusterBackend
-from onecluster.clock import Clock, SystemClock
-from onecluster.errors import PlatformError
+from onecluster.clock import Clock, MonotonicClock
+from onecluster.errors import AuthError, NotFoundError, PlatformError, ValidationError
 from onecluster.model import AttemptState
 from onecluster.schema import AgentSync, AgentSyncReply, AttemptReport
 
 __all__ = ["Agent", "AgentStats"]
 
-#: The lease assumed until the server's first answer says otherwise.
-_DEFAULT_LEASE_S = 10.0
+#: Refusals that retrying cannot cure: a token that is not this site's or unknown, a site
+#: the server does not know, a body (or a reply) the other side cannot read.
+_PERMANENT = (AuthError, NotFoundError, ValidationError)
 
 _log = logging.getLogger("onecluster.agent")
 
@@ -64,6 +75,8 @@ class AgentStats:
     last_sync_at: float | None
     started: int
     heartbeat_interval_s: float
+    #: Whether the lease ran out unrenewed and the agent stopped its attempts.
+    fenced: bool = False
 
 
 class Agent:
@@ -75,6 +88,9 @@ class Agent:
     ``links`` probes the site's circuits and follows the server's route table
     (:mod:`onecluster.agent._links`); while a circuit just fell silent or recovered the agent
     syncs every 0.25 s, so the server hears of it, and reroutes, without waiting a heartbeat.
+    ``clock`` measures the lease: it must not jump (the default is monotonic).
+    ``state_path`` keeps, across restarts of the agent, which attempts it stopped on its own
+    (:mod:`onecluster.agent._own_stops`); give the same file to the next agent of the site.
     """
 
     def __init__(
@@ -92,27 +108,44 @@ class Agent:
         request_timeout_s: float = 5.0,
         link: SyncLink | None = None,
         links: SiteLinks | None = None,
+        state_path: Path | None = None,
     ) -> None:
         self.agent_id = str(uuid.uuid4())
         self._site = site
         self._backend = backend
         self._server_url = server_url
         self._link: SyncLink = link or ServerLink(server_url, token, timeout_s=request_timeout_s)
-        self._clock: Clock = clock or SystemClock()
+        self._clock: Clock = clock or MonotonicClock()
         self._interval = heartbeat_interval_s
         self._max_backoff_s = max_backoff_s
         self._stop_grace_s = stop_grace_s
+        self._request_timeout_s = request_timeout_s
         self._logs = LogShipper(backend, log_chunk_bytes)
         self._started: set[str] = set()
-        self._rejected: set[str] = set()
-        self._shut_down: set[str] = set()
+        #: Attempts this agent (or one before it) stopped on its own: reported ``lost``.
+        self._stopped_by_agent = OwnStops(state_path)
+        #: Listed attempts that will not run here, reported until the server drops them.
+        self._orphans: dict[str, str] = {}
+        self._refused: dict[str, tuple[str, str]] = {}
         self._next_sync = float("-inf")
         self._ok = self._failed = self._failures = 0
         self._last_sync_at: float | None = None
-        self._lease_s = _DEFAULT_LEASE_S
+        self._lease: Lease | None = None
         self._fenced = False
+        self._refusal: PlatformError | None = None
+        self._gave_up: PlatformError | None = None
         self._links = links
         self._polled_at = float("-inf")
+
+    @property
+    def gave_up(self) -> PlatformError | None:
+        """The permanent refusal the agent gave up on (its loop then ends), if any."""
+        return self._gave_up
+
+    @property
+    def lease(self) -> Lease | None:
+        """The lease of the last sync the server answered (``None`` before the first)."""
+        return self._lease
 
     # -- one sync ---------------------------------------------------------------------------
 
@@ -130,18 +163,31 @@ class Agent:
             started=self._started,
             drained=self._logs.drained,
             default_grace_s=self._stop_grace_s,
+            agent_id=self.agent_id,
         )
         self._apply(actions)
         return reply
 
     def _report(self, statuses: list[AttemptStatus]) -> AgentSyncReply:
         batch = self._logs.collect(statuses)
+        held = {s.attempt_id for s in statuses}
+        attempts = [self._wire(s) for s in statuses]
+        attempts += [
+            AttemptReport(attempt_id=a, job_id=job, state="lost")
+            for a, job in self._orphans.items()
+            if a not in held
+        ]
+        attempts += [
+            AttemptReport(attempt_id=a, job_id=job, state="refused", reason=why)
+            for a, (job, why) in self._refused.items()
+            if a not in held
+        ]
         body = AgentSync(
             agent_id=self.agent_id,
             backend=self._backend.name,
             capacity=dict(self._backend.capacity()),
             problem=self._backend.problem(),
-            attempts=[self._wire(s) for s in statuses],
+            attempts=attempts,
             logs=list(batch.chunks),
             service_address=self._links.service_address if self._links else None,
             links=self._links.reports() if self._links else [],
@@ -155,7 +201,7 @@ class Agent:
 
     def _wire(self, status: AttemptStatus) -> AttemptReport:
         state = status.state
-        if state is AttemptState.EXITED and status.attempt_id in self._shut_down:
+        if state is AttemptState.EXITED and status.attempt_id in self._stopped_by_agent:
             state = AttemptState.LOST
         return AttemptReport(
             attempt_id=status.attempt_id,
@@ -192,16 +238,26 @@ class Agent:
         for attempt_id in actions.forgets:
             self._backend.forget(attempt_id)
             self._logs.forget(attempt_id)
-            self._shut_down.discard(attempt_id)
-        for rejected in actions.rejected:
-            if rejected.attempt_id not in self._rejected:
-                self._rejected.add(rejected.attempt_id)
-                _log.error("refusing attempt %s: %s", rejected.attempt_id, rejected.message)
+            self._stopped_by_agent.discard(attempt_id)
+        orphans = {o.attempt_id: o.job_id for o in actions.orphans}
+        for attempt_id in orphans.keys() - self._orphans.keys():
+            _log.warning(
+                "attempt %s is not running here and will not be started by this agent "
+                "(it was handed to an earlier agent of the site, or ended unseen); "
+                "reporting it lost",
+                attempt_id,
+            )
+        self._orphans = orphans
+        refused = {r.attempt_id: (r.job_id, r.message) for r in actions.rejected}
+        for attempt_id in refused.keys() - self._refused.keys():
+            _log.error("refusing attempt %s: %s", attempt_id, refused[attempt_id][1])
+        self._refused = refused
 
     # -- the loop ---------------------------------------------------------------------------
 
     def step(self) -> float:
-        """One turn: poll the backend, and sync if one is due (backing off after failures).
+        """One turn: poll the backend, sync if one is due (backing off after failures), and
+        stop every attempt when the lease runs out unrenewed.
 
         Returns the seconds until the next turn.  A failed sync is logged, never raised.
         """
@@ -210,31 +266,29 @@ class Agent:
             self._next_sync = min(
                 self._next_sync, (self._last_sync_at or now) + _ATTENTION_INTERVAL_S
             )
-        if now < self._next_sync:
+        self._fence_if_due(now)
+        if self._gave_up is not None:
+            return 0.0
+        if now < self._next_sync or not self._may_sync(now):
             # Reap exits and escalate overdue stops between syncs — once a heartbeat, as
             # before probing made the turns shorter: probes must not multiply backend work.
-            if now - self._polled_at >= self._interval:
+            # While fenced, every turn: the SIGKILLs are due at the end of the lease.
+            if now - self._polled_at >= self._interval or self._fenced:
                 self._polled_at = now
                 self._backend.poll()
-            return min(self._turn(), self._next_sync - now)
+            wait = self._next_sync - now if now < self._next_sync else self._turn()
+            return self._rest(now, min(self._turn(), wait))
         try:
             reply = self.sync_once()
         except PlatformError as exc:
-            self._failed += 1
-            self._failures += 1
-            delay = min(self._interval * 2.0 ** min(self._failures - 1, 16), self._max_backoff_s)
-            self._next_sync = now + delay
+            self._failed_sync(exc, now)
+            return self._rest(now, min(self._interval, self._next_sync - now))
+        if self._fenced:
             _log.warning(
-                "sync with %s failed (%s: %s); attempts keep running; retry %d in %.1f s",
-                self._server_url,
-                exc.code,
-                exc.message,
-                self._failures,
-                delay,
+                "sync with %s works again; this agent holds the site again", self._server_url
             )
-            self._fence_if_cut_off(now)
-            return min(self._interval, delay)
         self._fenced = False
+        self._refusal = None
         if self._failures:
             _log.warning(
                 "sync with %s works again after %d failures", self._server_url, self._failures
@@ -242,50 +296,120 @@ class Agent:
         self._ok += 1
         self._failures = 0
         self._last_sync_at = now
+        self._lease = Lease(sent_at=now, length_s=reply.lease_s)
         self._interval = min(max(reply.heartbeat_interval_s, _MIN_INTERVAL_S), _MAX_INTERVAL_S)
-        self._lease_s = max(reply.lease_s, 2 * _MIN_INTERVAL_S)
         self._next_sync = now + self._interval
-        return self._turn()
+        return self._rest(now, self._turn())
+
+    def _failed_sync(self, exc: PlatformError, now: float) -> None:
+        """Count a failed sync, schedule the retry, and give up on a permanent refusal when
+        nothing of the site can still be at stake."""
+        self._failed += 1
+        self._failures += 1
+        delay = min(self._interval * 2.0 ** min(self._failures - 1, 16), self._max_backoff_s)
+        self._next_sync = now + delay
+        if isinstance(exc, _PERMANENT):
+            self._refusal = exc
+            if self._lease is None or now >= self._lease.ends_at:
+                self._gave_up = exc
+                _log.error(
+                    "the server at %s refused this agent (%s: %s); it cannot work for site %s "
+                    "and exits",
+                    self._server_url,
+                    exc.code,
+                    exc.message,
+                    self._site,
+                )
+                if exc.hint:
+                    _log.error("hint: %s", exc.hint)
+                return
+            _log.error(
+                "the server at %s refused the sync (%s: %s); attempts keep running until the "
+                "lease ends in %.0f s, then the agent exits unless the refusal is lifted",
+                self._server_url,
+                exc.code,
+                exc.message,
+                self._lease.ends_at - now,
+            )
+            return
+        self._refusal = None
+        _log.warning(
+            "sync with %s failed (%s: %s); %s; retry %d in %.1f s",
+            self._server_url,
+            exc.code,
+            exc.message,
+            "the lease ran out" if self._fenced else "attempts keep running",
+            self._failures,
+            delay,
+        )
+
+    def _may_sync(self, now: float) -> bool:
+        """Whether a sync may start: one that could hang past the end of the lease while
+        attempts are being stopped would delay their SIGKILL, so none starts then."""
+        if not self._fenced or self._lease is None:
+            return True
+        return now + self._request_timeout_s <= self._lease.ends_at or now >= self._lease.ends_at
+
+    def _rest(self, now: float, delay: float) -> float:
+        """``delay``, shortened to wake up when the lease calls for it (fence, kill)."""
+        lease = self._lease
+        if lease is None:
+            return delay
+        for moment in (lease.fence_at(self._stop_grace_s), lease.ends_at):
+            if moment > now:
+                delay = min(delay, moment - now)
+        return max(delay, 0.0)
 
     def _turn(self) -> float:
         """How long to rest between turns: a heartbeat, or at most 0.1 s while probing, so
         that a circuit falling silent is reported at once (:meth:`SiteLinks.attention`)."""
         return self._interval if self._links is None else min(self._interval, _PROBE_TURN_S)
 
-    def _fence_if_cut_off(self, now: float) -> None:
-        """Stop every attempt once the server has been silent for half its lease."""
-        if self._fenced or self._last_sync_at is None:
+    def _fence_if_due(self, now: float) -> None:
+        """Stop every attempt when the lease runs out unrenewed, so none runs twice; give up
+        once it has run out after a permanent refusal."""
+        lease = self._lease
+        if lease is None:
             return
-        silent = now - self._last_sync_at
-        if silent < self._lease_s / 2:
+        if self._refusal is not None and now >= lease.ends_at and self._gave_up is None:
+            self._gave_up = self._refusal
+            _log.error(
+                "the server kept refusing this agent (%s) until its lease ran out; exiting",
+                self._refusal.message,
+            )
+        if self._fenced or now < lease.fence_at(self._stop_grace_s):
             return
         self._fenced = True
-        grace = max(min(self._stop_grace_s, self._lease_s / 2 - 1.0), 0.5)
+        grace = max(lease.ends_at - now, 0.0)
         running = [s for s in self._backend.poll() if s.state is AttemptState.RUNNING]
+        self._stopped_by_agent.add(s.attempt_id for s in running)
         for status in running:
-            self._backend.stop(status.attempt_id, grace, "the agent lost the control plane")
+            self._backend.stop(status.attempt_id, grace, "the agent could not renew its lease")
         _log.error(
-            "no sync with %s for %.0f s (lease %.0f s): stopped %d attempts with %.1f s of grace "
-            "so that none runs twice; the server requeues their jobs",
+            "no sync with %s for %.0f s: its lease of %.0f s ends in %.1f s; stopped %d attempts "
+            "(SIGKILL in %.1f s) so that none runs twice; the server requeues their jobs",
             self._server_url,
-            silent,
-            self._lease_s,
+            now - lease.sent_at,
+            lease.length_s,
+            lease.ends_at - now,
             len(running),
             grace,
         )
 
     def run(self, stop: threading.Event) -> None:
-        """Turn until ``stop`` is set, then :meth:`shutdown`.  Never raises."""
+        """Turn until ``stop`` is set or the agent gives up (:attr:`gave_up`), then
+        :meth:`shutdown`.  Never raises."""
         _log.info(
             "agent %s for site %s syncing with %s", self.agent_id, self._site, self._server_url
         )
-        while not stop.is_set():
+        while not stop.is_set() and self._gave_up is None:
             try:
                 delay = self.step()
             except Exception:  # noqa: BLE001 - the loop must outlive a bug in any one turn
                 _log.exception("an agent turn failed; continuing")
                 delay = self._interval
-            stop.wait(delay)
+            if self._gave_up is None:
+                stop.wait(delay)
         self.shutdown()
 
     def shutdown(self) -> None:
@@ -293,22 +417,21 @@ class Agent:
         ``lost`` in a last sync (best effort), then close the backend and the link."""
         try:
             statuses = self._backend.poll()
-            for status in statuses:
-                if status.state is AttemptState.RUNNING:
-                    self._shut_down.add(status.attempt_id)
-                    self._backend.stop(
-                        status.attempt_id, self._stop_grace_s, "the agent is shutting down"
-                    )
+            running = [s.attempt_id for s in statuses if s.state is AttemptState.RUNNING]
+            self._stopped_by_agent.add(running)
+            for attempt_id in running:
+                self._backend.stop(attempt_id, self._stop_grace_s, "the agent is shutting down")
             deadline = time.monotonic() + self._stop_grace_s + 1.0
             while any(s.state is AttemptState.RUNNING for s in statuses):
                 if time.monotonic() >= deadline:
                     break
                 time.sleep(0.02)
                 statuses = self._backend.poll()
-            try:
-                self._report(statuses)
-            except PlatformError as exc:
-                _log.warning("could not report the final state to the server: %s", exc.message)
+            if self._gave_up is None:
+                try:
+                    self._report(statuses)
+                except PlatformError as exc:
+                    _log.warning("could not report the final state to the server: %s", exc.message)
         finally:
             self._backend.close(grace_s=0.5)
             self._link.close()
@@ -326,4 +449,5 @@ class Agent:
             last_sync_at=self._last_sync_at,
             started=len(self._started),
             heartbeat_interval_s=self._interval,
+            fenced=self._fenced,
         )

@@ -8,6 +8,10 @@ Rules (``docs/contracts.md``, "Agent sync"):
 * a running attempt the server does not list at all → stop it with ``default_grace_s``.
 * a finished (exited or lost) attempt the server no longer lists, whose log has been fully
   shipped → forget it.  Until then it keeps being reported.
+* a listed attempt the backend does not hold and this agent will not start — it started it
+  before (the backend lost it), it was handed to an earlier agent of the site, or the server
+  wants it stopped — is an *orphan*: reported ``lost`` until the server no longer lists it.
+  The server never infers that an attempt is gone from a sync that does not mention it.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from onecluster.errors import ValidationError
 from onecluster.model import AttemptState
 from onecluster.schema import DesiredAttempt
 
-__all__ = ["Actions", "Rejected", "StopOrder", "reconcile"]
+__all__ = ["Actions", "Orphan", "Rejected", "StopOrder", "reconcile"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -37,17 +41,27 @@ class Rejected:
     """A ``run`` order that cannot become an :class:`AttemptSpec`; ``message`` says why."""
 
     attempt_id: str
+    job_id: str
     message: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Orphan:
+    """A listed attempt this agent neither holds nor will start; reported ``lost``."""
+
+    attempt_id: str
+    job_id: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Actions:
-    """What to do this round, in this order: stops, starts, forgets."""
+    """What to do this round, in this order: stops, starts, forgets; and what to report."""
 
     starts: tuple[AttemptSpec, ...] = ()
     stops: tuple[StopOrder, ...] = ()
     forgets: tuple[str, ...] = ()
     rejected: tuple[Rejected, ...] = ()
+    orphans: tuple[Orphan, ...] = ()
 
 
 def reconcile(
@@ -57,26 +71,34 @@ def reconcile(
     started: Set[str],
     drained: Set[str],
     default_grace_s: float,
+    agent_id: str | None = None,
 ) -> Actions:
     """The actions that move the site from ``observed`` towards ``desired``.
 
     ``started`` holds every attempt id this agent has ever started; ``drained`` the finished
-    attempts whose log has been shipped completely.  Pure: reads its arguments only.
+    attempts whose log has been shipped completely; ``agent_id`` is this agent's (orders
+    handed to another agent are never started).  Pure: reads its arguments only.
     """
     held = {s.attempt_id: s for s in observed}
     listed = {d.attempt_id for d in desired}
     starts: list[AttemptSpec] = []
     stops: list[StopOrder] = []
     rejected: list[Rejected] = []
+    orphans: list[Orphan] = []
     for order in desired:
         status = held.get(order.attempt_id)
-        if order.action == "run":
-            if status is None and order.attempt_id not in started:
-                try:
-                    starts.append(_spec(order))
-                except ValidationError as exc:
-                    rejected.append(Rejected(attempt_id=order.attempt_id, message=exc.message))
-        elif status is not None and status.state is AttemptState.RUNNING:
+        if status is None:
+            mine = order.handed_to is None or order.handed_to == agent_id
+            if order.action != "run" or order.attempt_id in started or not mine:
+                orphans.append(Orphan(attempt_id=order.attempt_id, job_id=order.job_id))
+                continue
+            try:
+                starts.append(_spec(order))
+            except ValidationError as exc:
+                rejected.append(
+                    Rejected(attempt_id=order.attempt_id, job_id=order.job_id, message=exc.message)
+                )
+        elif order.action == "stop" and status.state is AttemptState.RUNNING:
             reason = order.reason or "stopped by the server"
             stops.append(
                 StopOrder(attempt_id=order.attempt_id, grace_s=order.grace_s, reason=reason)
@@ -97,6 +119,7 @@ def reconcile(
         stops=tuple(stops),
         forgets=tuple(forgets),
         rejected=tuple(rejected),
+        orphans=tuple(orphans),
     )
 
 
@@ -108,4 +131,5 @@ def _spec(order: DesiredAttempt) -> AttemptSpec:
         gpu_type=order.gpu_type,
         gpus=order.gpus,
         env=order.env,
+        workdir=order.workdir,
     )

@@ -22,32 +22,33 @@ __all__ = ["run_agent"]
 
 _log = logging.getLogger("onecluster.agent")
 
+#: The agent's own state in its work directory (attempts it stopped on its own account).
+_STATE_FILE = "agent-state.json"
 
-def run_agent(config: AgentConfig, *, stop: threading.Event | None = None) -> int:
+
+def run_agent(config: AgentConfig, *, stop: threading.Event | None = None) -> None:
     """Run the agent for ``config.site`` until SIGTERM/SIGINT (or ``stop`` is set); blocking.
 
-    Returns a process exit code: 0 after a clean shutdown, or the ``exit_code`` of the
-    :class:`PlatformError` that prevented starting (bad fabric file, unknown site, work
-    directory not writable), whose message is logged.  Running jobs are stopped on the way
-    out (see :mod:`onecluster.agent`).  Signal handlers are installed only when called from the
-    main thread, and restored afterwards.
+    Raises the :class:`PlatformError` that prevented starting (bad fabric file, unknown site,
+    work directory not writable) or that the agent gave up on (the server refused it for
+    good: :attr:`Agent.gave_up`); the CLI maps it to the exit code.  Running jobs are stopped
+    on the way out (see :mod:`onecluster.agent`).  Signal handlers are installed only when
+    called from the main thread, and restored afterwards.
     """
     stop = stop or threading.Event()
+    pools = config.resolved_pools()
+    work_dir = config.resolved_work_dir()
     try:
-        pools = config.resolved_pools()
-        work_dir = config.resolved_work_dir()
-        try:
-            backend = _backend(config, pools, work_dir)
-        except OSError as exc:
-            msg = f"cannot use {work_dir} as the agent's work directory: {exc.strerror or exc}"
-            raise ValidationError(msg, hint="pass a writable --work-dir") from exc
+        backend = _backend(config, pools, work_dir)
+    except OSError as exc:
+        msg = f"cannot use {work_dir} as the agent's work directory: {exc.strerror or exc}"
+        raise ValidationError(msg, hint="pass a writable --work-dir") from exc
+    try:
         config.check_links_against_fabric()
         links = _site_links(config)
-    except PlatformError as exc:
-        _log.error("the agent for site %s cannot start: %s", config.site, exc.message)
-        if exc.hint:
-            _log.error("hint: %s", exc.hint)
-        return exc.exit_code
+    except PlatformError:
+        backend.close(grace_s=0.5)
+        raise
     agent = Agent(
         config.site,
         backend,
@@ -59,12 +60,14 @@ def run_agent(config: AgentConfig, *, stop: threading.Event | None = None) -> in
         log_chunk_bytes=config.log_chunk_bytes,
         request_timeout_s=config.request_timeout_s,
         links=links,
+        state_path=work_dir / _STATE_FILE,
     )
     if links is not None:
         links.prober.start()
     with _stopped_by_signals(stop):
         agent.run(stop)
-    return 0
+    if agent.gave_up is not None:
+        raise agent.gave_up
 
 
 def _backend(config: AgentConfig, pools: dict[str, int], work_dir: Path) -> ClusterBackend:

@@ -113,6 +113,7 @@ def job_manifest(
                             "name": "attempt",
                             "image": image,
                             "command": list(attempt.command),
+                            **({"workingDir": attempt.workdir} if attempt.workdir else {}),
                             "env": [{"name": k, "value": v} for k, v in sorted(env.items())],
                             "resources": {
                                 "limits": {GPU_RESOURCE: gpus},

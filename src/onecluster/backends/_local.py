@@ -1,13 +1,15 @@
 """The local backend: every attempt is a real child process tree on simulated GPU slots.
 
-Layout under ``work_dir``: ``attempts/<attempt_id>/`` is the attempt's working directory and
+Layout under ``work_dir``: ``attempts/<attempt_id>/`` is the attempt's scratch directory and
 holds ``output.log`` (stdout and stderr together) and ``attempt.json`` (its record, so that a
-restarted agent knows what an earlier one left behind).
+restarted agent knows what an earlier one left behind).  The command runs in the attempt's
+``workdir`` when it has one (a directory that must exist here), else in the scratch directory.
 
 Each attempt gets the lowest free slot ids of its GPU type, exported as
 ``ONECLUSTER_GPU_SLOTS=3,4,5`` and ``CUDA_VISIBLE_DEVICES=3,4,5`` along with
-``ONECLUSTER_JOB_ID``, ``ONECLUSTER_ATTEMPT_ID`` and ``ONECLUSTER_SITE``; the attempt's own
-``env`` comes on top of the agent's environment, and these five on top of both.
+``ONECLUSTER_JOB_ID``, ``ONECLUSTER_ATTEMPT_ID``, ``ONECLUSTER_SITE`` and
+``ONECLUSTER_SCRATCH`` (the scratch directory); the attempt's own ``env`` comes on top of the
+agent's environment, and these six on top of both.
 """
 
 from __future__ import annotations
@@ -123,6 +125,7 @@ class LocalBackend:
             "ONECLUSTER_JOB_ID": attempt.job_id,
             "ONECLUSTER_ATTEMPT_ID": attempt.attempt_id,
             "ONECLUSTER_SITE": self._site,
+            "ONECLUSTER_SCRATCH": str(path),
         }
         now = self._clock.now()
         record = _Attempt(
@@ -134,9 +137,14 @@ class LocalBackend:
             started_at=now,
         )
         self._attempts[attempt.attempt_id] = record
+        cwd = Path(attempt.workdir) if attempt.workdir else path
+        if not cwd.is_dir():
+            self._note(record, f"cannot start: the working directory {cwd} does not exist here")
+            self._finish(record, 126)
+            return
         try:
             record.child = ChildProcess.spawn(
-                attempt.command, env=env, cwd=path, log_path=path / _LOG
+                attempt.command, env=env, cwd=cwd, log_path=path / _LOG
             )
         except (OSError, ValueError) as exc:
             # ValueError: an argument or env value Popen refuses (e.g. an embedded NUL byte).

@@ -24,7 +24,8 @@ _ATTEMPT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AttemptSpec:
     """What to run: ``command`` (an argv tuple, never a shell string) on ``gpus`` GPUs of
-    ``gpu_type``, with extra ``env``.  Raises :class:`ValidationError` when malformed."""
+    ``gpu_type``, with extra ``env``, in ``workdir`` (an absolute path at the site; ``None``:
+    the attempt's own scratch directory).  Raises :class:`ValidationError` when malformed."""
 
     attempt_id: str
     job_id: str
@@ -32,6 +33,7 @@ class AttemptSpec:
     gpu_type: str
     gpus: int
     env: Mapping[str, str] = field(default_factory=dict)
+    workdir: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.attempt_id, str) or not _ATTEMPT_ID.match(self.attempt_id):
@@ -53,6 +55,10 @@ class AttemptSpec:
             raise ValidationError(msg)
         if not self.gpu_type:
             msg = f"attempt {self.attempt_id} needs a gpu_type such as 'H100'"
+            raise ValidationError(msg)
+        if self.workdir is not None and (not self.workdir.startswith("/") or "\0" in self.workdir):
+            msg = f"attempt {self.attempt_id}: the working directory {self.workdir!r} is not an "
+            msg += "absolute path"
             raise ValidationError(msg)
         object.__setattr__(self, "env", dict(self.env))
 

@@ -151,6 +151,7 @@ class SlurmBackend:
             "ONECLUSTER_JOB_ID": attempt.job_id,
             "ONECLUSTER_ATTEMPT_ID": attempt.attempt_id,
             "ONECLUSTER_SITE": self._site,
+            "ONECLUSTER_SCRATCH": str(path),
         }
         argv = [
             f"--job-name={_job_name(attempt.attempt_id)}",
@@ -158,7 +159,7 @@ class SlurmBackend:
             f"--cpus-per-task={self._cpus_per_gpu * attempt.gpus}",
             f"--mem={self._mem_per_gpu_mb * attempt.gpus}M",
             f"--output={path / _LOG}",
-            f"--chdir={path}",
+            f"--chdir={attempt.workdir or path}",
             "--no-requeue",
             "--export=ALL",
             str(script),

@@ -96,7 +96,7 @@ def agent(
         msg = f"the agent of {site} needs an agent token for its site"
         raise AuthError(msg, hint="pass --token or set ONECLUSTER_TOKEN (an admin mints one)")
     _setup_logging()
-    code = run_agent(
+    run_agent(
         AgentConfig(
             site=site,
             server_url=config.server,
@@ -121,8 +121,6 @@ def agent(
             kueue_queue=kueue_queue,
         )
     )
-    if code:
-        raise typer.Exit(code)
 
 
 def _pools(specs: list[str]) -> dict[str, int]:

@@ -30,10 +30,15 @@ def server(
         show_default=False,
     ),
     policy: Policy = typer.Option(Policy.UNIFIED, "--policy", help="unified, separate or fifo."),
-    agent_timeout: float = typer.Option(
-        10.0,
-        "--agent-timeout",
-        help="Seconds before a silent site is down.",
+    lease: float = typer.Option(
+        60.0,
+        "--lease",
+        min=1.0,
+        help=(
+            "Seconds each agent sync keeps a site's work its own.  A site silent this long is "
+            "down and its jobs restart elsewhere; running jobs survive an outage of this server "
+            "of about this long less the stop grace (10 s) and 5 %."
+        ),
     ),
     log_level: str = typer.Option("info", "--log-level", help="debug, info, warning or error."),
 ) -> None:
@@ -54,7 +59,7 @@ def server(
             host=host,
             port=port,
             policy=PolicyConfig(kind=policy.value),
-            agent_timeout_s=agent_timeout,
+            lease_s=lease,
             log_level=log_level.lower(),
         )
     )

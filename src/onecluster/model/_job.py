@@ -56,7 +56,9 @@ class JobSpec:
 
     ``gpu_types`` lists acceptable GPU types (empty: any).  ``max_sites`` > 1 lets the gang
     span several sites (for cross-site training); otherwise all its GPUs are in one site.
-    ``duration_s`` is the researcher's estimate, used for backfill and reports.
+    ``duration_s`` is the researcher's estimate, used for backfill and reports.  ``workdir``
+    is where the command runs at its site (an absolute path there; ``None``: a scratch
+    directory of the attempt's own).
     """
 
     team: str
@@ -70,6 +72,7 @@ class JobSpec:
     preemptible: bool = False
     command: tuple[str, ...] = ()
     max_sites: int = 1
+    workdir: str | None = None
 
     def __post_init__(self) -> None:
         check_name("team", self.team)
@@ -81,6 +84,9 @@ class JobSpec:
         check_positive("max_sites", self.max_sites)
         if self.dataset is not None:
             check_name("dataset", self.dataset)
+        if self.workdir is not None and not self.workdir.startswith("/"):
+            msg = f"the working directory {self.workdir!r} must be an absolute path at the site"
+            raise ValidationError(msg)
         object.__setattr__(self, "gpu_types", tuple(self.gpu_types))
         object.__setattr__(self, "command", tuple(self.command))
 
@@ -133,6 +139,7 @@ class JobRecord:
     parts: tuple[SitePart, ...]
     #: While the site's cluster manager queues it: when it expects to start it, if it says.
     expected_start_at: float | None = None
+    workdir: str | None = None
 
     def spec(self) -> JobSpec:
         """The job's spec, as submitted."""
@@ -148,4 +155,5 @@ class JobRecord:
             preemptible=self.preemptible,
             command=self.command,
             max_sites=self.max_sites,
+            workdir=self.workdir,
         )

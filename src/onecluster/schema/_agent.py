@@ -14,6 +14,11 @@ __all__ = ["AgentSync", "AgentSyncReply", "AttemptReport", "DesiredAttempt", "Lo
 class AttemptReport(BaseModel):
     """One attempt as the agent sees it; ``exited`` carries ``exit_code``.
 
+    ``lost``: the agent cannot follow it, or stopped it itself (its lease ran out, it shut
+    down), or it was handed to an earlier agent of the site — it did not fail on its own, and
+    its job is requeued.  ``refused``: the agent will not run it (the order is malformed);
+    ``reason`` says why and the job fails with it.
+
     ``queued``: the site's cluster manager (Slurm, Kubernetes) holds it but has not started
     it yet — still ``running`` for onecluster, with the manager's ``expected_start_at`` and
     ``waiting_reason`` when it gives them.  ``started_at``/``finished_at`` are when it really
@@ -24,8 +29,9 @@ class AttemptReport(BaseModel):
 
     attempt_id: str
     job_id: str
-    state: Literal["running", "exited", "lost"]
+    state: Literal["running", "exited", "lost", "refused"]
     exit_code: int | None = None
+    reason: str | None = Field(default=None, max_length=500)
     started_at: float | None = Field(default=None, allow_inf_nan=False)
     finished_at: float | None = Field(default=None, allow_inf_nan=False)
     queued: bool = False
@@ -77,6 +83,13 @@ class DesiredAttempt(BaseModel):
     env: dict[str, str]
     grace_s: float = Field(ge=0, allow_inf_nan=False)
     reason: str | None = None
+    #: The id of the agent process this attempt was first handed to.  An agent that is not
+    #: that one and does not hold the attempt never starts it (its predecessor may have): it
+    #: reports it ``lost``.
+    handed_to: str | None = None
+    #: Where the attempt's command runs (a directory at the site); ``None``: a scratch
+    #: directory of its own.
+    workdir: str | None = None
 
 
 class AgentSyncReply(BaseModel):
@@ -84,9 +97,10 @@ class AgentSyncReply(BaseModel):
 
     heartbeat_interval_s: float = Field(gt=0, allow_inf_nan=False)
     attempts: list[DesiredAttempt]
-    #: Seconds of silence after which the server gives this site's work to other sites; an
-    #: agent cut off for half of it stops its attempts first, so no job runs twice.
-    lease_s: float = Field(default=10.0, gt=0, allow_inf_nan=False)
+    #: The lease this sync grants the site: for this long after the server recorded it, the
+    #: site's work is given to no other site.  An agent that cannot renew it stops its
+    #: attempts before it runs out (counting from when it sent the sync), so no job runs twice.
+    lease_s: float = Field(default=60.0, gt=0, allow_inf_nan=False)
     #: Where the far ends of the site's circuits take probes (those announced so far).
     peers: list[PeerOut] = Field(default_factory=list)
     #: The site's routes to every other site, to follow.

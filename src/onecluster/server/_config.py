@@ -8,6 +8,7 @@ from pathlib import Path
 from onecluster.errors import ValidationError
 from onecluster.model import Fabric
 from onecluster.scheduler import PolicyConfig
+from onecluster.store import DEFAULT_LEASE_S
 
 __all__ = ["ServerConfig"]
 
@@ -17,9 +18,13 @@ class ServerConfig:
     """Everything ``onecluster server`` needs.
 
     ``db_url`` defaults to a SQLite file in ``state_dir``; ``state_dir`` also receives the
-    bootstrap ``admin.token``.  ``agent_timeout_s``: a site whose agent has not synced for this
-    long is down and its attempts are lost.  ``grace_s``: how long an agent waits between
-    SIGTERM and SIGKILL when told to stop an attempt.
+    bootstrap ``admin.token``.  ``lease_s``: each sync grants the site this lease; a site
+    whose lease runs out unrenewed is down, its attempts are lost and their jobs requeued
+    elsewhere (its agent has stopped them by then).  It is the trade-off between how fast a
+    lost site's work restarts elsewhere and how long an outage of this server (or of a
+    site's connection to it) running jobs survive: about ``lease_s − grace_s − 3 %`` of it
+    (``docs/architecture.md``, "No job runs twice").  ``grace_s``: how long an agent waits
+    between SIGTERM and SIGKILL when told to stop an attempt.
     """
 
     fabric: Fabric
@@ -28,7 +33,7 @@ class ServerConfig:
     host: str = "127.0.0.1"
     port: int = 8080
     policy: PolicyConfig = field(default_factory=PolicyConfig)
-    agent_timeout_s: float = 10.0
+    lease_s: float = DEFAULT_LEASE_S
     reconcile_interval_s: float = 0.5
     grace_s: float = 10.0
     heartbeat_interval_s: float = 1.0
@@ -36,7 +41,7 @@ class ServerConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "state_dir", Path(self.state_dir))
-        for name in ("agent_timeout_s", "reconcile_interval_s", "heartbeat_interval_s"):
+        for name in ("lease_s", "reconcile_interval_s", "heartbeat_interval_s"):
             if not getattr(self, name) > 0:
                 msg = f"server setting {name} must be greater than 0 (got {getattr(self, name)})"
                 raise ValidationError(msg)

@@ -7,12 +7,13 @@ import threading
 from collections.abc import Sequence
 
 from onecluster.clock import Clock
-from onecluster.errors import NotFoundError, PlatformError
+from onecluster.errors import NotFoundError, PlatformError, ValidationError
 from onecluster.model import JobRecord, JobSpec
 from onecluster.reports import Month, UsageRecord, gpu_report
 from onecluster.scheduler import PendingJob, Scheduler
 from onecluster.schema import (
     AgentSync,
+    AgentSyncReply,
     JobSubmit,
     SiteOut,
     StatsOut,
@@ -24,7 +25,13 @@ from onecluster.server._auth import Authenticator, bootstrap_admin_token, hash_t
 from onecluster.server._config import ServerConfig
 from onecluster.server._links import LinkBoard
 from onecluster.server._pending import PendingMirror
-from onecluster.server._views import sites_out, stats_out, teams_out
+from onecluster.server._views import (
+    desired_attempt,
+    sites_out,
+    stats_out,
+    sync_report,
+    teams_out,
+)
 from onecluster.store import Store
 
 __all__ = ["ControlPlane"]
@@ -120,6 +127,42 @@ class ControlPlane:
         )
         return TokenOut(token=secret, id=record.id, role=body.role, team=body.team, site=body.site)
 
+    # -- agents ---------------------------------------------------------------------------
+
+    def agent_sync(self, site: str, body: AgentSync, *, received: float) -> AgentSyncReply:
+        """Record a sync of ``site``'s agent (idempotently), renew the site's lease, and
+        answer with the desired attempts, peers and routes.
+
+        The caller has authenticated the agent of ``site``.  :class:`NotFoundError` for a
+        site not in the fabric; :class:`ValidationError` for a capacity of GPU types the site
+        has no pool of; :class:`UnavailableError` when the database cannot record it — and
+        then no lease is granted.
+        """
+        self.require_site(site)
+        known = {p.gpu_type for p in self.fabric.site(site).pools}
+        unknown = sorted(set(body.capacity) - known)
+        if unknown:
+            msg = (
+                f"the agent of {site} reports GPUs of types {', '.join(unknown)}, which site "
+                f"{site} has no pool of in fabric {self.fabric.name}"
+            )
+            raise ValidationError(msg, hint=f"its pools: {', '.join(sorted(known)) or 'none'}")
+        wanted = self.store.sync(
+            site, sync_report(body), now=self.clock.now(), lease_s=self.config.lease_s
+        )
+        # After the attempts: a bad probe report must never cost a site its jobs (an agent
+        # whose syncs fail fences itself); the reports that cannot be taken are named in the
+        # reply.
+        refused = self.take_link_reports(site, body, received=received)
+        return AgentSyncReply(
+            heartbeat_interval_s=self.config.heartbeat_interval_s,
+            lease_s=self.config.lease_s,
+            attempts=[desired_attempt(a, grace_s=self.config.grace_s) for a in wanted],
+            peers=self.links.peers(site),
+            routes=self.links.routes(site),
+            refused_links=refused,
+        )
+
     # -- links ----------------------------------------------------------------------------
 
     def take_link_reports(self, site: str, body: AgentSync, *, received: float) -> list[str]:
@@ -174,7 +217,6 @@ class ControlPlane:
             self.store.running_jobs(),
             self.store.sites(),
             now=self.clock.now(),
-            timeout_s=self.config.agent_timeout_s,
         )
 
     def teams(self) -> list[TeamOut]:

@@ -12,7 +12,7 @@ from onecluster.server._auth import Principal
 from onecluster.server._control import ControlPlane
 from onecluster.server._submissions import SubmissionWriter
 
-__all__ = ["Caller", "Control", "Submissions"]
+__all__ = ["Caller", "Control", "Submissions", "principal_of"]
 
 
 # The dependencies are ``async``: a plain ``def`` would cost every request two hops through
@@ -37,6 +37,12 @@ async def _caller(
     if found is not None:
         return found
     return await asyncio.to_thread(control.auth.principal, authorization)
+
+
+async def principal_of(request: Request) -> Principal:
+    """The caller of ``request``, outside FastAPI's dependency injection (for routes that
+    authenticate before anything else)."""
+    return await _caller(await _control(request), request.headers.get("authorization"))
 
 
 async def _submissions(request: Request) -> SubmissionWriter:

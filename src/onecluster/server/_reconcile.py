@@ -52,9 +52,11 @@ class Reconciler:
 
     def __init__(self, control: ControlPlane) -> None:
         self._control = control
-        # Agents whose heartbeats fell silent while this server was down are not lost: give
-        # them one full timeout to sync with the new server before expiring their sites.
-        self._expire_from = control.clock.now() + control.config.agent_timeout_s
+        # Sites whose leases ran out while no server was up are not lost yet: their agents
+        # get one lease from now to sync again before their sites expire.  (Safety does not
+        # rest on this — every lease granted is honoured in full, see ``Store.expire_sites`` —
+        # it only spares a site that could not renew while nobody could answer it.)
+        self._expire_from = control.clock.now() + control.config.lease_s
         self._lock = threading.Lock()
         self._stats = ReconcileStats()
 
@@ -99,9 +101,11 @@ class Reconciler:
         now = c.clock.now()
         if now < self._expire_from:
             return 0
-        sites = c.store.expire_sites(timeout_s=c.config.agent_timeout_s, now=now)
+        sites = c.store.expire_sites(now=now)
         for site in sites:
-            _log.warning("site %s missed its heartbeats; its attempts are lost and requeued", site)
+            _log.warning(
+                "site %s did not renew its lease; its attempts are lost and requeued", site
+            )
         return len(sites)
 
     def _links(self) -> None:
@@ -117,7 +121,6 @@ class Reconciler:
             c.store.running_jobs(),
             c.store.sites(),
             now=now,
-            timeout_s=c.config.agent_timeout_s,
             circuit_load=c.links.circuit_load(),
         )
         with c.pending.for_pass() as queue:

@@ -1,4 +1,5 @@
-"""Read models: store records and the fabric turned into API bodies and scheduler views (pure)."""
+"""Read models: store records and the fabric turned into API bodies and scheduler views, and
+an agent's sync body into the store's value (pure)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Literal
 from onecluster.model import AttemptRecord, AttemptState, Fabric, JobRecord, JobState, SitePart
 from onecluster.scheduler import Allocation, ClusterView
 from onecluster.schema import (
+    AgentSync,
     DesiredAttempt,
     JobOut,
     PartOut,
@@ -20,7 +22,7 @@ from onecluster.schema import (
     StatsOut,
     TeamOut,
 )
-from onecluster.store import Assignment, SiteRecord
+from onecluster.store import AgentReport, Assignment, LogChunk, SiteRecord, SyncReport
 
 __all__ = [
     "Running",
@@ -30,6 +32,7 @@ __all__ = [
     "site_status",
     "sites_out",
     "stats_out",
+    "sync_report",
     "teams_out",
 ]
 
@@ -87,15 +90,44 @@ def desired_attempt(a: Assignment, *, grace_s: float) -> DesiredAttempt:
         env=env,
         grace_s=grace_s,
         reason=a.reason,
+        handed_to=a.handed_to,
+        workdir=a.workdir,
     )
 
 
-def site_status(record: SiteRecord | None, *, now: float, timeout_s: float) -> SiteStatus:
-    """``unknown`` before the first sync; ``down`` when marked or silent too long; ``degraded``
-    while its agent says the site's cluster cannot take work; else ``up``."""
+def sync_report(body: AgentSync) -> SyncReport:
+    """The store's value of an agent's sync body."""
+    return SyncReport(
+        agent_id=body.agent_id,
+        backend=body.backend,
+        capacity=dict(body.capacity),
+        problem=body.problem,
+        attempts=tuple(
+            AgentReport(
+                attempt_id=a.attempt_id,
+                state=a.state,
+                exit_code=a.exit_code,
+                reason=a.reason,
+                queued=a.queued,
+                expected_start_at=a.expected_start_at,
+                waiting_reason=a.waiting_reason,
+                started_at=a.started_at,
+                finished_at=a.finished_at,
+            )
+            for a in body.attempts
+        ),
+        logs=tuple(
+            LogChunk(attempt_id=c.attempt_id, offset=c.offset, data=c.data) for c in body.logs
+        ),
+    )
+
+
+def site_status(record: SiteRecord | None, *, now: float) -> SiteStatus:
+    """``unknown`` before the first sync; ``down`` when marked or its lease ran out;
+    ``degraded`` while its agent says the site's cluster cannot take work; else ``up``."""
     if record is None:
         return "unknown"
-    if record.down or now - record.last_heartbeat > timeout_s:
+    if record.down or record.lease_ended(now):
         return "down"
     if record.problem is not None:
         return "degraded"
@@ -108,7 +140,6 @@ def cluster_view(
     sites: Sequence[SiteRecord],
     *,
     now: float,
-    timeout_s: float,
     circuit_load: Mapping[str, float] | None = None,
 ) -> ClusterView:
     """What the scheduler sees: running allocations, sites not up, dataset replicas, and the
@@ -117,9 +148,7 @@ def cluster_view(
     A site whose agent never synced counts as down: nothing could run there.
     """
     by_site = {s.site: s for s in sites}
-    status = {
-        n: site_status(by_site.get(n), now=now, timeout_s=timeout_s) for n in fabric.site_names
-    }
+    status = {n: site_status(by_site.get(n), now=now) for n in fabric.site_names}
     down = frozenset(n for n, s in status.items() if s in ("down", "unknown"))
     closed = frozenset(n for n, s in status.items() if s == "degraded")
     allocations = []
@@ -182,7 +211,7 @@ def _held(running: Running) -> Counter[tuple[str, str]]:
 
 
 def sites_out(
-    fabric: Fabric, running: Running, sites: Sequence[SiteRecord], *, now: float, timeout_s: float
+    fabric: Fabric, running: Running, sites: Sequence[SiteRecord], *, now: float
 ) -> list[SiteOut]:
     """Every site of the fabric with its status and pool usage."""
     by_site = {s.site: s for s in sites}
@@ -190,7 +219,7 @@ def sites_out(
     out = []
     for site in fabric.sites:
         record = by_site.get(site.name)
-        status = site_status(record, now=now, timeout_s=timeout_s)
+        status = site_status(record, now=now)
         out.append(
             SiteOut(
                 name=site.name,

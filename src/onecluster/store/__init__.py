@@ -15,8 +15,10 @@ from onecluster.store._records import (
     TokenRecord,
 )
 from onecluster.store._store import Store
+from onecluster.store._sync import DEFAULT_LEASE_S
 
 __all__ = [
+    "DEFAULT_LEASE_S",
     "AgentReport",
     "Assignment",
     "AttemptFacts",

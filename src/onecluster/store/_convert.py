@@ -45,6 +45,7 @@ def job_record(row: JobRow) -> JobRecord:
             SitePart(site=p["site"], gpu_type=p["gpu_type"], gpus=int(p["gpus"])) for p in row.parts
         ),
         expected_start_at=row.expected_start_at,
+        workdir=row.workdir,
     )
 
 
@@ -82,6 +83,7 @@ def site_record(row: AgentRow) -> SiteRecord:
         capacity=dict(row.capacity),
         down=row.down,
         problem=row.problem,
+        lease_s=row.lease_s,
     )
 
 

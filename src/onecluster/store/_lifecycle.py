@@ -28,6 +28,8 @@ class AttemptFacts:
     state: AttemptState
     exit_code: int | None = None
     finished_at: float | None = None
+    #: Why it was stopped or refused, if anyone said.
+    reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -73,5 +75,6 @@ def _why_broken(attempt: AttemptFacts) -> str:
             "(its agent or cluster manager no longer runs it)"
         )
     if attempt.exit_code is None:
-        return f"the attempt at site {attempt.site} ended without an exit code"
+        why = f" ({attempt.reason})" if attempt.reason else ""
+        return f"the attempt at site {attempt.site} ended without an exit code{why}"
     return f"the attempt at site {attempt.site} exited with code {attempt.exit_code}"

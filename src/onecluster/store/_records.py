@@ -22,7 +22,7 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SiteRecord:
-    """A site as its agent last reported it; ``down`` once it missed ``agent_timeout_s``."""
+    """A site as its agent last reported it; ``down`` once its lease ran out unrenewed."""
 
     site: str
     agent_id: str
@@ -32,6 +32,13 @@ class SiteRecord:
     down: bool
     #: Why the site's cluster cannot take work now; the site is degraded while it is set.
     problem: str | None = None
+    #: The lease granted with the last sync (the site is its own until ``last_heartbeat``
+    #: plus this).
+    lease_s: float = 10.0
+
+    def lease_ended(self, now: float) -> bool:
+        """Whether the lease of the last sync has run out at ``now``."""
+        return now - self.last_heartbeat > self.lease_s
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -90,12 +97,14 @@ class AgentReport:
 
     ``queued``: the site's cluster manager holds it but has not started it (it may say when
     it expects to, ``expected_start_at``, and why it waits, ``waiting_reason``).
-    ``started_at``/``finished_at``: when it really ran, by the site's clock.
+    ``started_at``/``finished_at``: when it really ran, by the site's clock.  ``refused``: the
+    agent will not run it, for ``reason``.
     """
 
     attempt_id: str
-    state: Literal["running", "exited", "lost"]
+    state: Literal["running", "exited", "lost", "refused"]
     exit_code: int | None = None
+    reason: str | None = None
     queued: bool = False
     expected_start_at: float | None = None
     waiting_reason: str | None = None
@@ -127,7 +136,10 @@ class SyncReport:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Assignment:
-    """An attempt the server wants at a site: ``run`` it (once) or ``stop`` it."""
+    """An attempt the server wants at a site: ``run`` it (once) or ``stop`` it.
+
+    ``handed_to``: the agent it was first handed to (only that one may start it).
+    """
 
     attempt_id: str
     job_id: str
@@ -137,3 +149,5 @@ class Assignment:
     gpu_type: str
     gpus: int
     reason: str | None
+    handed_to: str | None = None
+    workdir: str | None = None

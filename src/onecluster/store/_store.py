@@ -27,7 +27,7 @@ from onecluster.store._records import (
     SyncReport,
     TokenRecord,
 )
-from onecluster.store._sync import expire_site, record_sync
+from onecluster.store._sync import DEFAULT_LEASE_S, expire_site, record_sync
 from onecluster.store._tables import AgentRow, AttemptRow, Base, EventRow, JobRow, LogRow, TokenRow
 from onecluster.store._transitions import (
     ACTIVE,
@@ -260,28 +260,31 @@ class Store:
 
     # -- sites and agents -----------------------------------------------------------------
 
-    def sync(self, site: str, report: SyncReport, *, now: float) -> list[Assignment]:
-        """Record an agent sync of ``site``; returns the attempts wanted there."""
-        return self._run(lambda s: record_sync(s, site, report, now))
+    def sync(
+        self, site: str, report: SyncReport, *, now: float, lease_s: float = DEFAULT_LEASE_S
+    ) -> list[Assignment]:
+        """Record an agent sync of ``site`` and renew its lease for ``lease_s``; returns the
+        attempts wanted there.  Only a committed sync grants the lease: a database that cannot
+        be written grants nothing (:class:`UnavailableError`)."""
+        return self._run(lambda s: record_sync(s, site, report, now, lease_s=lease_s))
 
     def sites(self) -> list[SiteRecord]:
         """Every site whose agent has synced at least once."""
         return self._read(lambda s: [site_record(r) for r in s.scalars(select(AgentRow))])
 
-    def expire_sites(self, *, timeout_s: float, now: float) -> list[str]:
-        """Mark sites whose agent has not synced for ``timeout_s`` down; returns their names.
+    def expire_sites(self, *, now: float) -> list[str]:
+        """Mark sites whose lease has run out unrenewed down; returns their names.
 
-        Their active attempts are lost and their jobs requeued, in the same transaction.
+        The lease is the one granted with the site's last sync (``SiteRecord.lease_s``), not
+        the server's setting now.  Their active attempts are lost and their jobs requeued, in
+        the same transaction; a site whose agent synced meanwhile is left alone.
         """
 
         def work(s: Session) -> list[str]:
             stale = select(AgentRow.site).where(
-                AgentRow.down.is_(False), AgentRow.last_heartbeat < now - timeout_s
+                AgentRow.down.is_(False), AgentRow.last_heartbeat + AgentRow.lease_s < now
             )
-            sites = sorted(s.scalars(stale))
-            for site in sites:
-                expire_site(s, site, now)
-            return sites
+            return [site for site in sorted(s.scalars(stale)) if expire_site(s, site, now)]
 
         return self._run(work)
 
@@ -473,6 +476,7 @@ def _new_job(spec: JobSpec, now: float) -> JobRecord:
         preemptions=0,
         borrowed=False,
         parts=(),
+        workdir=spec.workdir,
     )
 
 
@@ -499,6 +503,7 @@ _JOB_SCALARS = (
     "attempts",
     "preemptions",
     "borrowed",
+    "workdir",
 )
 
 

@@ -3,6 +3,12 @@
 A sync is level-triggered and idempotent: reports about attempts that already ended, that
 the server does not know, or that belong to another site change nothing; a log chunk that
 was stored before is not stored twice.  The answer is always the full desired set.
+
+An attempt ends only on what its agent says of it (exited, lost, refused), when its site's
+lease runs out unrenewed (:func:`expire_site`), or when it was never started in
+``START_TIMEOUT_S``: a sync that does not mention an attempt says nothing about it.  Every
+sync renews the site's lease for ``lease_s``; the length granted is stored with the site, so
+a server restarted with a shorter setting still honours what it granted.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from onecluster.store._transitions import (
     settle_job,
 )
 
-__all__ = ["START_TIMEOUT_S", "expire_site", "record_sync"]
+__all__ = ["DEFAULT_LEASE_S", "START_TIMEOUT_S", "expire_site", "record_sync"]
 
 #: How a job's ``reason`` begins while the site's cluster manager queues it.
 _QUEUED = "queued by the cluster manager at "
@@ -30,13 +36,16 @@ _QUEUED = "queued by the cluster manager at "
 #: How long an attempt may wait for its agent to start it before it counts as lost.
 START_TIMEOUT_S = 120.0
 
+#: The lease a sync grants unless the server says otherwise (``onecluster server --lease``):
+#: long enough for running jobs to outlive a restart of the server (``docs/architecture.md``).
+DEFAULT_LEASE_S = 60.0
 
-def record_sync(session: Session, site: str, report: SyncReport, now: float) -> list[Assignment]:
-    """Record one sync of ``site``'s agent and return the attempts wanted there.
 
-    Running (or stopping) attempts the agent no longer reports are lost with their
-    processes (e.g. the agent restarted); their jobs are requeued.
-    """
+def record_sync(
+    session: Session, site: str, report: SyncReport, now: float, *, lease_s: float
+) -> list[Assignment]:
+    """Record one sync of ``site``'s agent, renew its lease for ``lease_s`` from ``now``, and
+    return the attempts wanted there (handing the new ones to this agent)."""
     agent = session.get(AgentRow, site, with_for_update=True)
     if agent is None:
         agent = AgentRow(
@@ -47,6 +56,7 @@ def record_sync(session: Session, site: str, report: SyncReport, now: float) -> 
             capacity=dict(report.capacity),
             down=False,
             problem=None,
+            lease_s=lease_s,
         )
         session.add(agent)
         event(session, now, "site_up", f"site {site} is up (agent {report.agent_id})")
@@ -58,6 +68,7 @@ def record_sync(session: Session, site: str, report: SyncReport, now: float) -> 
         agent.last_heartbeat = now
         agent.capacity = dict(report.capacity)
         agent.down = False
+        agent.lease_s = lease_s
     _note_problem(session, agent, report.problem, now)
 
     reported = {r.attempt_id: r for r in report.attempts}
@@ -79,7 +90,7 @@ def record_sync(session: Session, site: str, report: SyncReport, now: float) -> 
     for job_id in sorted(touched):
         settle_job(session, jobs[job_id], now)
     _append_logs(session, site, report.logs)
-    return desired(session, site, jobs)
+    return desired(session, site, jobs, agent_id=report.agent_id)
 
 
 def _job_ids_of(site: str, attempt_ids: list[str]) -> Select[str]:
@@ -108,9 +119,6 @@ def _apply(attempt: AttemptRow, job: JobRow, report: AgentReport | None, now: fl
     if report is not None:
         _note_times(attempt, job, report, now)
     if report is None:
-        if state in (AttemptState.RUNNING, AttemptState.STOPPING):
-            end_attempt(attempt, AttemptState.LOST, None, now)
-            return True
         if state is AttemptState.STARTING and now - attempt.started_at > START_TIMEOUT_S:
             # The agent keeps refusing to start it (no such GPUs or slots there): give the
             # job back to the scheduler rather than let it wait at this site forever.
@@ -123,6 +131,11 @@ def _apply(attempt: AttemptRow, job: JobRow, report: AgentReport | None, now: fl
         return False
     if report.state == "exited":
         end_attempt(attempt, AttemptState.EXITED, report.exit_code, now)
+    elif report.state == "refused":
+        # Not the job's own failure, but no site would run the order either: it fails with
+        # the agent's reason rather than go round the sites.
+        end_attempt(attempt, AttemptState.EXITED, None, now)
+        attempt.stop_reason = f"refused by the agent: {report.reason or 'no reason given'}"
     else:
         end_attempt(attempt, AttemptState.LOST, None, now)
     return True
@@ -179,9 +192,15 @@ def _append_logs(session: Session, site: str, chunks: tuple[LogChunk, ...]) -> N
         job.log_size += len(data)
 
 
-def desired(session: Session, site: str, jobs: dict[str, JobRow]) -> list[Assignment]:
-    """The attempts wanted at ``site``: active ones run, stopping ones stop."""
+def desired(
+    session: Session, site: str, jobs: dict[str, JobRow], *, agent_id: str
+) -> list[Assignment]:
+    """The attempts wanted at ``site``: active ones run, stopping ones stop.  Attempts not
+    yet handed to an agent are handed to ``agent_id`` (only it may start them)."""
     wanted = active_attempts_at(session, site)
+    for attempt in wanted:
+        if attempt.handed_to is None:
+            attempt.handed_to = agent_id
     missing = {a.job_id for a in wanted} - set(jobs)
     if missing:
         jobs = {
@@ -201,19 +220,21 @@ def desired(session: Session, site: str, jobs: dict[str, JobRow]) -> list[Assign
             gpu_type=a.gpu_type,
             gpus=a.gpus,
             reason=a.stop_reason,
+            handed_to=a.handed_to,
+            workdir=jobs[a.job_id].workdir,
         )
         for a in wanted
     ]
 
 
-def expire_site(session: Session, site: str, now: float) -> int:
-    """Mark ``site`` down and its active attempts lost (their jobs are requeued).
-
-    Returns the number of attempts lost.
-    """
-    agent = session.get(AgentRow, site, with_for_update=True)
-    if agent is not None:
-        agent.down = True
+def expire_site(session: Session, site: str, now: float) -> bool:
+    """Mark ``site`` down and its active attempts lost (their jobs are requeued), if its lease
+    has run out at ``now`` — checked again under the site's lock, so a sync that renewed it
+    meanwhile wins.  Returns whether the site was expired."""
+    agent = session.get(AgentRow, site, with_for_update=True, populate_existing=True)
+    if agent is None or agent.down or agent.last_heartbeat + agent.lease_s >= now:
+        return False
+    agent.down = True
     lost = active_attempts_at(session, site)
     jobs = lock_jobs(session, {a.job_id for a in lost})
     for attempt in lost:
@@ -221,5 +242,11 @@ def expire_site(session: Session, site: str, now: float) -> int:
     for job_id in sorted(jobs):
         if jobs[job_id].state != JobState.PENDING:
             settle_job(session, jobs[job_id], now)
-    event(session, now, "site_down", f"site {site} is down; {len(lost)} attempts lost")
-    return len(lost)
+    event(
+        session,
+        now,
+        "site_down",
+        f"site {site} is down: its lease of {agent.lease_s:g} s ran out unrenewed; "
+        f"{len(lost)} attempts lost",
+    )
+    return True

@@ -51,6 +51,8 @@ class JobRow(Base):
     log_size: Mapped[int] = mapped_column(default=0)
     #: While the site's cluster manager queues the job: when it expects to start it.
     expected_start_at: Mapped[float | None] = mapped_column(default=None)
+    #: Where the job's command runs at its site (``None``: a scratch directory of its own).
+    workdir: Mapped[str | None] = mapped_column(Text, default=None)
 
 
 class AttemptRow(Base):
@@ -84,6 +86,8 @@ class AttemptRow(Base):
     #: ``started_at``…``finished_at``); GPU-hours and cost count this span when known.
     ran_from: Mapped[float | None] = mapped_column(default=None)
     ran_until: Mapped[float | None] = mapped_column(default=None)
+    #: The agent process the attempt was first handed to; no other agent ever starts it.
+    handed_to: Mapped[str | None] = mapped_column(String(128), default=None)
 
 
 class TokenRow(Base):
@@ -113,6 +117,9 @@ class AgentRow(Base):
     down: Mapped[bool] = mapped_column(default=False)
     #: Why the site's cluster cannot take work now (its agent says so): the site is degraded.
     problem: Mapped[str | None] = mapped_column(Text, default=None)
+    #: The lease granted with the last sync: the site's work is nobody else's until
+    #: ``last_heartbeat + lease_s``, whatever the server's configuration is now.
+    lease_s: Mapped[float] = mapped_column(default=10.0, server_default="10.0")
 
 
 class LogRow(Base):

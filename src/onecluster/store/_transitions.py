@@ -192,6 +192,7 @@ def facts_of(session: Session, job: JobRow) -> list[AttemptFacts]:
             state=AttemptState(a.state),
             exit_code=a.exit_code,
             finished_at=a.finished_at,
+            reason=a.stop_reason,
         )
         for a in current_run(session, job)
     ]
