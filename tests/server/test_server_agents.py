@@ -140,3 +140,26 @@ def test_restart_with_the_same_database_loses_and_duplicates_nothing(
     assert admin.job(waiting.id).state == "pending"
     server.sync("shanghai", report(run, "exited", 0))
     assert admin.job(running.id).state == "completed"
+
+
+def test_a_jobs_workdir_reaches_its_agent(server: RunningServer) -> None:
+    admin = server.admin()
+    server.sync("shanghai", capacity={"H800": 384})
+    job = admin.submit(h800("llm", 8, workdir="/srv/code/llm"))
+    assert job.workdir == "/srv/code/llm"
+    server.step()
+    [run] = server.sync("shanghai").attempts
+    assert run.workdir == "/srv/code/llm"
+
+
+def test_a_relative_workdir_is_refused_at_the_door(server: RunningServer) -> None:
+    import httpx
+
+    answer = httpx.post(
+        f"{server.url}/api/v1/jobs",
+        headers={"Authorization": f"Bearer {server.admin_token}"},
+        json={"team": "llm", "gpus": 8, "duration_s": 60, "command": ["x"], "workdir": "code"},
+    )
+    assert answer.status_code in (400, 422), answer.text
+    assert "absolute path" in answer.json()["error"]["message"]
+    assert server.admin().jobs() == []

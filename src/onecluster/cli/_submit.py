@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import typer
 
@@ -41,6 +42,15 @@ def submit(
     preemptible: bool = typer.Option(False, "--preemptible", help="May be preempted."),
     name: str = typer.Option("job", "--name", help="A name to recognise the job by."),
     max_sites: int = typer.Option(1, "--max-sites", min=1, help="Sites the gang may span."),
+    workdir: str | None = typer.Option(
+        None,
+        "--workdir",
+        help=(
+            "Directory the command runs in at its site (a relative one is taken from here: "
+            "for sites that share this filesystem) \\[default: a scratch directory of its own]."
+        ),
+        show_default=False,
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the job as JSON."),
 ) -> None:
     """Submit a job; the scheduler picks the site."""
@@ -61,6 +71,7 @@ def submit(
         preemptible=preemptible,
         command=list(command),
         max_sites=max_sites,
+        workdir=None if workdir is None else str(Path(workdir).absolute()),
     )
     with open_client(ctx) as client:
         job = client.submit(body)

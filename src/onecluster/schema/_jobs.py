@@ -37,6 +37,9 @@ class JobSubmit(BaseModel):
     preemptible: bool = False
     command: list[str] = Field(default_factory=list)
     max_sites: int = Field(default=1, ge=1)
+    #: Where the command runs at its site: an absolute path there (``None``: a scratch
+    #: directory of the attempt's own, ``$ONECLUSTER_SCRATCH``).
+    workdir: str | None = Field(default=None, min_length=1, max_length=4096)
 
     def to_spec(self, *, dataset_bytes: int | None = None) -> JobSpec:
         """The domain :class:`JobSpec`; ``dataset_bytes`` overrides ``dataset_gb`` when given.
@@ -61,6 +64,7 @@ class JobSubmit(BaseModel):
             preemptible=self.preemptible,
             command=tuple(self.command),
             max_sites=self.max_sites,
+            workdir=self.workdir,
         )
 
 
@@ -99,6 +103,8 @@ class JobOut(BaseModel):
     reason: str | None
     #: While the site's cluster manager queues it: when that expects to start it.
     expected_start_at: float | None = None
+    #: Where its command runs at its site (``None``: a scratch directory of its own).
+    workdir: str | None = None
 
 
 class LogsOut(BaseModel):

@@ -68,6 +68,7 @@ def job_out(job: JobRecord) -> JobOut:
         exit_code=job.exit_code,
         reason=job.reason,
         expected_start_at=job.expected_start_at,
+        workdir=job.workdir,
     )
 
 
