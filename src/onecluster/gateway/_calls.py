@@ -209,6 +209,7 @@ async def _refuse(call: _Call, error: PlatformError) -> web.Response:
         # Recorded before the client hears of it, as an answer is: a client that saw its
         # 429 finds it in the audit, and a reservation it held is released.
         record = call.record(error.status, error.code, error=error.message[:300])
+        written: object
         try:
             written = await call.gw.batcher.submit(SettleOp(record, call.reservation))
         except PlatformError as failed:
