@@ -3,9 +3,8 @@ from the server's reply (into a recording route sink, a test double of the kerne
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ import pytest
 from onecluster.agent import Agent, AgentConfig, run_agent
 from onecluster.agent._links import SiteLinks
 from onecluster.backends import LocalBackend
+from onecluster.clock import ManualClock
 from onecluster.errors import BackendError, ValidationError
 from onecluster.network import KernelRoute
 from onecluster.schema import AgentSync, AgentSyncReply, PeerOut, RouteOut, RouteTableOut
@@ -75,6 +75,13 @@ def reply(*routes: RouteOut, version: int = 1) -> AgentSyncReply:
         ],
         routes=RouteTableOut(version=version, changed_at=None, down=[], routes=list(routes)),
     )
+
+
+def wait_until(check: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.02)
 
 
 def test_routes_lead_to_each_peers_address_on_the_next_circuit(
@@ -170,10 +177,11 @@ def test_a_circuit_falling_silent_makes_the_agent_sync_early(tmp_path: Path) -> 
     far = Prober({"c1": "127.0.0.2"}, port=0)
     endpoint = far.endpoints()["c1"]
     syncs: list[float] = []
+    clock = ManualClock(1_000.0)  # the agent's turns; the probes run on real time
 
     class Link:
         def agent_sync(self, site: str, body: AgentSync) -> AgentSyncReply:
-            syncs.append(time.monotonic())
+            syncs.append(clock.now())
             return AgentSyncReply(
                 heartbeat_interval_s=1.0,
                 attempts=[],
@@ -189,21 +197,22 @@ def test_a_circuit_falling_silent_makes_the_agent_sync_early(tmp_path: Path) -> 
         LocalBackend("shanghai", {"H100": 1}, tmp_path),
         "http://unused",
         "t",
+        clock=clock,
         link=Link(),
         links=SiteLinks(near),
     )
     near.start()
     far.start()
-    stop = threading.Event()
-    loop = threading.Thread(target=agent.run, args=(stop,))
-    loop.start()
     try:
-        time.sleep(1.5)
+        rest = agent.step()  # the first sync: the reply names c1's far end
+        assert rest <= 0.25  # while probing it turns often enough to notice a silence
+        wait_until(lambda: near.snapshot()[0].received >= 5)
         far.close()  # the far end falls silent
-        silent_from = time.monotonic()
-        time.sleep(1.6)
+        wait_until(near.attention)
+        for _ in range(3):  # a heartbeat is 1 s; while the circuit wants attention, 0.25 s
+            clock.advance(0.25)
+            agent.step()
+        assert syncs == [1_000.0, 1_000.25, 1_000.5, 1_000.75]
     finally:
-        stop.set()
-        loop.join(timeout=10)
-    early = [t for t in syncs if silent_from < t < silent_from + 1.6]
-    assert len(early) >= 3, [round(t - silent_from, 2) for t in syncs]  # every 0.25 s, not 1 s
+        agent.shutdown()  # its last report is one more sync
+        far.close()

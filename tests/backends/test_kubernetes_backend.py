@@ -131,9 +131,8 @@ def test_stop_deletes_the_job_sigterm_then_sigkill_after_the_grace(
     fake: FakeKubeApi, tmp_path: Path
 ) -> None:
     kube = backend(fake, tmp_path)
-    kube.start(spec("j-5.1.0", "trap 'echo got-term; exit 0' TERM; sleep 60 & wait"))
-    wait_for(kube, lambda s: s["j-5.1.0"].started_at is not None)
-    time.sleep(0.3)
+    kube.start(spec("j-5.1.0", "trap 'echo got-term; exit 0' TERM; echo trapped; sleep 60 & wait"))
+    wait_for(kube, lambda _: "trapped" in kube.read_logs("j-5.1.0").data)  # SIGTERM is caught
     kube.stop("j-5.1.0", 5.0, "preempted")
     fake.wait_gone("default", fake.received[0]["metadata"]["name"])
     assert "got-term" in (tmp_path / "pods" / fake.logs()[0]).read_text()
@@ -165,8 +164,8 @@ def test_an_api_that_does_not_answer_degrades_the_site_and_loses_nothing(
     kube.start(spec("j-8.1.0", "sleep 2; echo done"))
     wait_for(kube, lambda s: s["j-8.1.0"].started_at is not None)
     fake.pause()
-    time.sleep(1.1)
-    assert kube.poll()[0].state is AttemptState.RUNNING  # the last known
+    met = wait_for(kube, lambda _: kube.problem() is not None)  # a poll that met the silence
+    assert met["j-8.1.0"].state is AttemptState.RUNNING  # the last known
     problem = kube.problem()
     assert problem is not None and problem.startswith("the Kubernetes API does not answer")
     with pytest.raises(BackendError):

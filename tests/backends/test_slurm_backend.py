@@ -91,9 +91,9 @@ def test_a_command_that_cannot_run_exits_127(shanghai: SlurmBackend) -> None:
 
 
 def test_stop_sends_sigterm_and_cancels_after_the_grace(shanghai: SlurmBackend) -> None:
-    shanghai.start(spec("s3", ("sh", "-c", "trap 'echo got-term; exit 0' TERM; sleep 60 & wait")))
-    wait_for(shanghai, lambda s: s["s3"].started_at is not None)
-    time.sleep(0.5)
+    script = "trap 'echo got-term; exit 0' TERM; echo trapped; sleep 60 & wait"
+    shanghai.start(spec("s3", ("sh", "-c", script)))
+    wait_for(shanghai, lambda _: "trapped" in shanghai.read_logs("s3").data)  # SIGTERM is caught
     shanghai.stop("s3", 5.0, "preempted")
     done = wait_for(shanghai, lambda s: s["s3"].state is AttemptState.EXITED)
     assert "got-term" in shanghai.read_logs("s3").data

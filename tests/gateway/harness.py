@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import openai
+import pytest
 from aiohttp import web
 
 from onecluster.clock import ManualClock
@@ -221,6 +223,15 @@ def seal_provider_keys(db: str | Path, secret: Path) -> None:
 
 
 HELLO = [{"role": "user", "content": "say hello to the whole team"}]
+
+
+def wait_until(check: Callable[[], object], what: str, timeout: float = 10.0) -> None:
+    """Until ``check()`` is true; fail after ``timeout`` seconds, naming ``what``."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what}: not reached in {timeout} s")
+        time.sleep(0.02)
 
 
 async def overlapping_calls(urls: list[str], key: str, n: int, *, delay_ms: int) -> list[str]:

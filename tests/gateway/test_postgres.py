@@ -1,23 +1,30 @@
 """The gateway on PostgreSQL (``ONECLUSTER_TEST_PG_URL``, started by scripts/postgres.sh):
 two gateways on one database share a team's limits exactly, as processes on different hosts
-would; boundaries, the ledger and the bill behave as on SQLite."""
+would; boundaries, the ledger and the bill behave as on SQLite; a refusal is audited before
+the client sees it.  The gateways run on the fixed clock of ``harness`` (T0), so no window
+turns over mid-test whatever the wall clock says."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import threading
 from collections.abc import Callable, Iterator
 
+import httpx
 import openai
 import pytest
-from harness import Running, ServerThread, gateway_yaml, overlapping_calls
+from harness import T0, Running, ServerThread, gateway_yaml, overlapping_calls, wait_until
 
 from onecluster.gateway import FakeUpstream, GatewayStore, KeyLimits
+from onecluster.gateway._sql import connect
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 
 HELLO = [{"role": "user", "content": "say hello to the whole team"}]
-SCHEMA = "gateway_tests"
+# One schema per test process: two suites on one PostgreSQL (two checkouts, say) must not
+# drop each other's tables mid-test.
+SCHEMA = f"gateway_tests_{os.getpid()}"
 
 
 @pytest.fixture
@@ -71,6 +78,7 @@ def test_boundaries_the_ledger_and_the_bill_on_postgres(
         except openai.RateLimitError:
             got.append("429")
     assert got == ["ok", "ok", "ok", "429"]
+    assert {row["at"] for row in running.store.ledger_rows()} == {T0}  # the injected clock
     with pytest.raises(openai.RateLimitError):  # a stream over the limit: refused up front
         client.chat.completions.create(model="gpt-fake", messages=HELLO, stream=True, max_tokens=1)
     (line,) = running.store.bill(running.store.ledger_rows()[0]["month"])  # type: ignore[arg-type]
@@ -84,3 +92,43 @@ def test_boundaries_the_ledger_and_the_bill_on_postgres(
     assert [k.team for k in running.store.team_keys("vision")] == ["vision"]
     assert len(running.store.audit_rows()) == 5  # three answered, two refused
     assert isinstance(running.store, GatewayStore) and running.store.blocking
+
+
+def test_a_refusal_is_in_the_audit_before_the_client_sees_it(
+    make_gateway: Callable[..., Running],
+    fake: tuple[ServerThread, FakeUpstream],
+    pg_url: str,
+) -> None:
+    running = make_gateway(gateway_yaml(fake[0].url), pg_url)
+    key = running.key("vision")
+    answered: list[int] = []
+
+    def refused_call() -> None:
+        reply = httpx.post(
+            f"{running.url}/v1/chat/completions",
+            json={"model": "no-such-model", "messages": HELLO},
+            headers={"Authorization": f"Bearer {key}"},
+            timeout=30,
+        )
+        answered.append(reply.status_code)
+
+    caller = threading.Thread(target=refused_call)
+    holder = connect(pg_url)
+    try:
+        with holder.write():  # the gateways' write lock: the refusal's audit row must wait
+            caller.start()
+            wait_until(
+                lambda: holder.execute(
+                    "SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+                ).fetchone(),
+                "the gateway waiting for the lock to write the audit row",
+            )
+            # A later request answered: the gateway has gone on past the refused call.
+            assert httpx.get(f"{running.url}/healthz", timeout=30).status_code == 200
+            assert answered == []  # the 404 waits for its audit row
+        caller.join(30)
+    finally:
+        holder.close()
+    assert answered == [404]
+    (row,) = running.store.audit_rows()
+    assert (row["outcome"], row["http_status"]) == ("not_found", 404)

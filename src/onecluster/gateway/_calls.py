@@ -7,7 +7,7 @@ when the call alone exceeds a limit).  Then the model's deployments are tried in
 next one only while nothing has been sent to the client.  Usage comes from the provider's
 own ``usage``; the call is settled (ledger + audit + counters, one transaction) before the
 client sees the end of the answer, so a client that waits for the answer always sees its
-call counted.
+call counted.  A refusal is audited before it is sent, too.
 """
 
 from __future__ import annotations
@@ -206,12 +206,16 @@ async def _refuse(call: _Call, error: PlatformError) -> web.Response:
         headers["retry-after"] = str(error.retry_after)
     call.gw.metrics.refusals.labels(error.code).inc()
     if call.caller is not None and not call.settled:
+        # Recorded before the client hears of it, as an answer is: a client that saw its
+        # 429 finds it in the audit, and a reservation it held is released.
         record = call.record(error.status, error.code, error=error.message[:300])
-        op = SettleOp(record, call.reservation)
-        if call.reservation is None:
-            call.gw.batcher.record(op)
-        else:
-            await call.gw.batcher.submit(op)
+        written: object
+        try:
+            written = await call.gw.batcher.submit(SettleOp(record, call.reservation))
+        except PlatformError as failed:
+            written = failed
+        if isinstance(written, PlatformError):
+            _log.error("the refusal of call %s was not recorded: %s", call.request_id, written)
     return web.Response(
         status=error.status,
         body=error_body(error),
