@@ -3,6 +3,7 @@
 from onecluster.model._circuit import Circuit, LatencyObjective
 from onecluster.model._dataset import Dataset
 from onecluster.model._fabric import Fabric
+from onecluster.model._health import CircuitState, EndView, LinkState, SiteStatus
 from onecluster.model._job import TERMINAL_STATES, JobSpec, JobState, PriorityClass, SitePart
 from onecluster.model._site import BACKENDS, GpuPool, Site
 from onecluster.model._team import Team
@@ -11,14 +12,18 @@ __all__ = [
     "BACKENDS",
     "TERMINAL_STATES",
     "Circuit",
+    "CircuitState",
     "Dataset",
+    "EndView",
     "Fabric",
     "GpuPool",
     "JobSpec",
     "JobState",
     "LatencyObjective",
+    "LinkState",
     "PriorityClass",
     "Site",
     "SitePart",
+    "SiteStatus",
     "Team",
 ]

@@ -6,9 +6,8 @@ import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
-from typing import Literal
 
-from onecluster.model import Fabric, JobState, SitePart
+from onecluster.model import Fabric, JobState, SitePart, SiteStatus
 from onecluster.scheduler import Allocation, ClusterView
 from onecluster.schema import (
     DesiredAttempt,
@@ -32,8 +31,6 @@ __all__ = [
     "stats_out",
     "teams_out",
 ]
-
-SiteStatus = Literal["up", "degraded", "down", "unknown"]
 
 #: Jobs holding GPUs now, each with its active attempts.
 Running = Sequence[tuple[JobRecord, Sequence[AttemptRecord]]]
