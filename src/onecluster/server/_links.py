@@ -62,8 +62,7 @@ class LinkBoard:
         stale_s: float = 5.0,
         lag_s: float = 3.0,
     ) -> None:
-        """``stale_s`` and ``lag_s`` should be a few heartbeats (the server passes
-        ``max(5, 3 × heartbeat)`` and ``max(3, 3 × heartbeat)``)."""
+        """The arguments are :class:`~onecluster.topology.LinkStates`'s."""
         self._fabric = fabric
         self._lock = threading.Lock()
         self._states = LinkStates(fabric, hysteresis=hysteresis, stale_s=stale_s, lag_s=lag_s)
