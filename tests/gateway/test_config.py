@@ -7,8 +7,11 @@ from pathlib import Path
 
 import pytest
 from harness import ROOT, gateway_yaml
+from typer.testing import CliRunner
 
+from onecluster.cli import build_app
 from onecluster.errors import ValidationError
+from onecluster.fabric import load_fabric
 from onecluster.gateway import KeyLimits, load_gateway_config, parse_gateway_config
 
 
@@ -68,3 +71,37 @@ def test_key_limits_stay_within_the_tier() -> None:
         KeyLimits(rpm=6).check_within(free)
     with pytest.raises(ValidationError, match="allow-list"):
         KeyLimits(models=("gpt-cut",)).check_within(free)
+
+
+FABRIC = ROOT / "examples" / "fabrics" / "three-site.yaml"
+
+
+def test_the_example_matches_its_fabric() -> None:
+    config = load_gateway_config(ROOT / "examples" / "gateway.yaml")
+    config.check_fabric(load_fabric(FABRIC))  # every egress site and team is the fabric's
+
+
+def test_egress_sites_and_teams_the_fabric_lacks_are_named_with_the_known_ones() -> None:
+    text = (ROOT / "examples" / "gateway.yaml").read_text()
+    text = text.replace("site: tokyo", "site: osaka").replace("name: speech", "name: speeech")
+    config = parse_gateway_config(text)
+    with pytest.raises(ValidationError) as bad:
+        config.check_fabric(load_fabric(FABRIC))
+    assert "egress node 'tokyo-egress' is at site 'osaka'" in bad.value.message
+    assert "team 'speeech' not in fabric" in bad.value.message
+    assert bad.value.hint is not None
+    assert "known sites: shanghai, singapore, tokyo" in bad.value.hint
+    assert "known teams: llm, vision, speech" in bad.value.hint
+
+
+def test_gateway_serve_refuses_a_config_that_does_not_match_the_fabric(tmp_path: Path) -> None:
+    text = (ROOT / "examples" / "gateway.yaml").read_text().replace("name: llm", "name: lm")
+    config = tmp_path / "gw.yaml"
+    config.write_text(text)
+    args = ["--state-dir", str(tmp_path), "gateway", "serve", "--config", str(config)]
+    result = CliRunner().invoke(build_app(), [*args, "--fabric", str(FABRIC), "--port", "0"])
+    assert result.exit_code == 2, result.output
+    assert "does not match fabric file" in result.stderr
+    assert "team 'lm' not in fabric three-site" in result.stderr
+    assert "known teams: llm, vision, speech" in result.stderr
+    assert not (tmp_path / "gateway.db").exists()  # refused before anything was made

@@ -223,6 +223,22 @@ def test_sync_latency_does_not_move_probe_times() -> None:
     assert states(board)["sha-tyo"] == "up"
 
 
+def test_probes_stamped_after_the_agents_clock_are_left_out() -> None:
+    # No agent finishes a probe after it built the sync that reports it: such samples (a
+    # broken agent) cannot be placed in time, and must not keep a circuit fresh for an hour.
+    board, probes = LinkBoard(FABRIC), Probes()
+    feed(board, probes, 0.0, 7.0)
+    future = [
+        r.model_copy(
+            update={"samples": [s.model_copy(update={"sent_s": 3600.0}) for s in r.samples]}
+        )
+        for r in probes.report("tokyo", 7.0, 8.0)
+    ]
+    board.report("tokyo", "agent-tokyo", future, service_address=None, clock_s=8.0, now=8.0)
+    board.refresh(20.0)  # no agent has reported for 13 s
+    assert set(states(board).values()) == {"unknown"}
+
+
 def test_resent_samples_are_ignored_and_a_new_agent_starts_afresh() -> None:
     board, probes = LinkBoard(FABRIC), Probes()
     feed(board, probes, 0.0, 7.0)

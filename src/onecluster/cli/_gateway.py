@@ -81,14 +81,27 @@ def serve(
         None, "--ready-file", help="Write the bound port here once listening."
     ),
     log_level: str = typer.Option("warning", "--log-level", help="debug, info, warning or error."),
+    fabric: Path | None = typer.Option(
+        None,
+        "--fabric",
+        help="Fabric file (YAML): refuse a configuration whose egress sites or teams it lacks.",
+    ),
 ) -> None:
     """Serve /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/models (blocking)."""
     import logging
 
+    from onecluster.fabric import load_fabric
     from onecluster.gateway import GatewaySettings, load_gateway_config, serve_gateway
 
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
     gateway_config = load_gateway_config(config)
+    if fabric is not None:
+        known = load_fabric(fabric)
+        try:
+            gateway_config.check_fabric(known)
+        except ValidationError as exc:
+            msg = f"{config} does not match fabric file {fabric}: {exc.message}"
+            raise ValidationError(msg, hint=exc.hint) from None
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
     if tokenizers is not None:
         if not tokenizers.is_dir():
             msg = f"--tokenizers {tokenizers} is not a directory"

@@ -18,6 +18,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from onecluster.errors import ValidationError
+from onecluster.model import Fabric
 
 __all__ = [
     "NANO",
@@ -235,6 +236,31 @@ class GatewayConfig(_Frozen):
                 msg = f"team {team.name!r} is on tier {team.tier!r}, which is not declared"
                 raise ValueError(msg)
         return self
+
+    def check_fabric(self, fabric: Fabric) -> None:
+        """:class:`ValidationError` unless every egress node is at a site of ``fabric`` and
+        every team is one of its teams; the message names each that is not, and the hint the
+        known ones."""
+        unknown_sites = [e for e in self.egress if not fabric.has_site(e.site)]
+        unknown_teams = [t.name for t in self.teams if fabric.team(t.name) is None]
+        if not unknown_sites and not unknown_teams:
+            return
+        found = [
+            f"egress node {e.name!r} is at site {e.site!r}, which fabric {fabric.name} "
+            "does not have"
+            for e in unknown_sites
+        ]
+        if unknown_teams:
+            names = ", ".join(repr(t) for t in unknown_teams)
+            found.append(
+                f"team{'s' * (len(unknown_teams) > 1)} {names} not in fabric {fabric.name}"
+            )
+        hints = []
+        if unknown_sites:
+            hints.append(f"known sites: {', '.join(fabric.site_names)}")
+        if unknown_teams:
+            hints.append(f"known teams: {', '.join(t.name for t in fabric.teams) or 'none'}")
+        raise ValidationError("; ".join(found), hint="; ".join(hints))
 
     def model(self, name: str) -> ModelEntry | None:
         """The catalogue entry called ``name``, or ``None``."""

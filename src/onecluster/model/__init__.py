@@ -9,6 +9,7 @@ from onecluster.model._attempt import (
 from onecluster.model._circuit import Circuit, LatencyObjective
 from onecluster.model._dataset import Dataset
 from onecluster.model._fabric import Fabric
+from onecluster.model._health import CircuitState, EndView, LinkState, SiteStatus
 from onecluster.model._job import (
     TERMINAL_STATES,
     JobRecord,
@@ -28,15 +29,19 @@ __all__ = [
     "AttemptRecord",
     "AttemptState",
     "Circuit",
+    "CircuitState",
     "Dataset",
+    "EndView",
     "Fabric",
     "GpuPool",
     "JobRecord",
     "JobSpec",
     "JobState",
     "LatencyObjective",
+    "LinkState",
     "PriorityClass",
     "Site",
     "SitePart",
+    "SiteStatus",
     "Team",
 ]

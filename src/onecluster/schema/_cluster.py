@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import BaseModel
+
+from onecluster.model import SiteStatus
 
 __all__ = ["HealthOut", "PoolOut", "SiteOut", "SiteStatsOut", "StatsOut", "TeamOut"]
 
@@ -37,7 +37,7 @@ class SiteOut(BaseModel):
     region: str
     jurisdiction: str
     backend: str
-    status: Literal["up", "degraded", "down", "unknown"]
+    status: SiteStatus
     problem: str | None = None
     last_heartbeat: float | None
     pools: list[PoolOut]

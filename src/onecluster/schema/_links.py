@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from onecluster.model import CircuitState, EndView
 from onecluster.topology import PairCheck
 
 __all__ = [
@@ -45,10 +46,6 @@ def _endpoint(value: str) -> str:
 IPv4 = Annotated[str, AfterValidator(_ipv4)]
 #: ``ADDRESS:PORT`` of a probe socket.
 Endpoint = Annotated[str, AfterValidator(_endpoint)]
-
-LinkStateName = Literal["up", "degraded", "down", "unknown"]
-#: An end's view: ``warming`` during its first seconds of probes.
-EndStateName = Literal["up", "degraded", "down", "warming", "unknown"]
 
 
 class ProbeSample(BaseModel):
@@ -128,7 +125,7 @@ class LinkEndOut(BaseModel):
     """One end's view of a circuit: what its agent's probes measured (milliseconds)."""
 
     site: str
-    state: EndStateName
+    state: EndView
     endpoint: str | None
     reported_at: float | None
     sent: int
@@ -149,7 +146,7 @@ class LinkOut(BaseModel):
     circuit: str
     a: str
     b: str
-    state: LinkStateName
+    state: CircuitState
     since: float | None
     rtt_ms: float
     loss: float

@@ -7,9 +7,16 @@ import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
-from typing import Literal
 
-from onecluster.model import AttemptRecord, AttemptState, Fabric, JobRecord, JobState, SitePart
+from onecluster.model import (
+    AttemptRecord,
+    AttemptState,
+    Fabric,
+    JobRecord,
+    JobState,
+    SitePart,
+    SiteStatus,
+)
 from onecluster.scheduler import Allocation, ClusterView
 from onecluster.schema import (
     AgentSync,
@@ -35,8 +42,6 @@ __all__ = [
     "sync_report",
     "teams_out",
 ]
-
-SiteStatus = Literal["up", "degraded", "down", "unknown"]
 
 #: Jobs holding GPUs now, each with its active attempts.
 Running = Sequence[tuple[JobRecord, Sequence[AttemptRecord]]]

@@ -17,9 +17,9 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["Hysteresis", "LinkEvent", "LinkState", "LinkTracker"]
+from onecluster.model import LinkState
 
-LinkState = Literal["up", "degraded", "down"]
+__all__ = ["Hysteresis", "LinkEvent", "LinkTracker"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
