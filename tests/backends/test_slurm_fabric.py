@@ -84,6 +84,7 @@ def test_jobs_run_under_the_chosen_sites_slurm_with_their_gres_and_are_billed(
         "l40s": ("speech", {"gpus": 2, "gpu_types": ["L40S"]}),
         "any-h100": ("vision", {"gpus": 1, "gpu_types": ["H100"], "dataset": "imagenet-21k"}),
     }
+    began = time.time()
     jobs = {
         name: stack.submit(
             team, name=name, duration_s=60, command=["sh", "-c", f"{PRINT}; sleep 2"], **ask
@@ -111,34 +112,47 @@ def test_jobs_run_under_the_chosen_sites_slurm_with_their_gres_and_are_billed(
         assert len(gpus.split(",")) == job.gpus, text
         assert f"job={ran[0]['job_id']}" in text
 
-    month = time.strftime("%Y-%m", time.gmtime())
-    shown = subprocess.run(
-        [*stack.cli, "--server", stack.url, "report", "gpu", "--month", month, "--format", "json"],
-        env={**os.environ, "ONECLUSTER_TOKEN": stack.admin_token},
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    )
-    report = json.loads(shown.stdout)
-    by_site = {row["name"]: row for row in report["sites"]}
+    # The bill of every month the jobs ran in (a month may end during the test).
+    months = sorted({time.strftime("%Y-%m", time.gmtime(t)) for t in (began, time.time())})
+    by_site: dict[str, dict[str, float]] = {}
+    by_team: dict[str, dict[str, float]] = {}
+    reports = []
+    for month in months:
+        argv = ["--server", stack.url, "report", "gpu", "--month", month, "--format", "json"]
+        shown = subprocess.run(
+            [*stack.cli, *argv],
+            env={**os.environ, "ONECLUSTER_TOKEN": stack.admin_token},
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        )
+        reports.append(json.loads(shown.stdout))
+        for key, into in (("sites", by_site), ("teams", by_team)):
+            for row in reports[-1][key]:
+                total = into.setdefault(row["name"], {"gpu_hours": 0.0})
+                total["gpu_hours"] += row["gpu_hours"]
+    report = {"months": reports}
     for site in SITES:
         assert by_site[site]["gpu_hours"] > 0, report
-    by_team = {row["name"]: row for row in report["teams"]}
     # Slurm's own run times are whole seconds: 2 s of sleep is 2 or 3 s of GPU time
     h800 = 2 * 2 / 3600
     assert h800 * 0.9 <= by_team["llm"]["gpu_hours"] <= 2 * 4 / 3600 + 1e-3, report
 
 
-def test_a_borrowed_job_is_preempted_requeued_and_completes_later(stack: Stack) -> None:
-    # speech has no H800 quota: its job borrows shanghai's idle H800s, pre-emptible
+def test_a_borrowed_job_is_preempted_requeued_and_completes_later(
+    stack: Stack, tmp_path: Path
+) -> None:
+    # speech has no H800 quota: its job borrows shanghai's idle H800s, pre-emptible.  It runs
+    # until the test lets it end, so it is surely running when the owner wants the GPUs.
+    go = tmp_path / "go"
     borrower = stack.submit(
         "speech",
         name="borrower",
         gpus=4,
         gpu_types=["H800"],
         duration_s=60,
-        command=["sh", "-c", f"{PRINT}; sleep 6"],
+        command=["sh", "-c", f"{PRINT}; while [ ! -e {go} ]; do sleep 0.1; done"],
     )
     running = wait(
         "the borrower to run in Slurm",
@@ -159,6 +173,7 @@ def test_a_borrowed_job_is_preempted_requeued_and_completes_later(stack: Stack) 
         command=["sh", "-c", f"{PRINT}; sleep 2"],
     )
     stack.until(owner.id, "completed")
+    go.touch()
     done = stack.until(borrower.id, "completed")
     assert done.preemptions == 1 and done.attempts == 2
     runs = attempts_in_slurm(stack.confs["shanghai"], borrower.id)
@@ -172,15 +187,18 @@ def test_a_borrowed_job_is_preempted_requeued_and_completes_later(stack: Stack) 
     assert owner_run["end_time"] <= runs[1]["start_time"]
 
 
-def test_a_site_whose_slurmctld_dies_is_degraded_and_loses_nothing(stack: Stack) -> None:
+def test_a_site_whose_slurmctld_dies_is_degraded_and_loses_nothing(
+    stack: Stack, tmp_path: Path
+) -> None:
     conf = stack.confs["shanghai"]
+    go = tmp_path / "go"  # the survivor runs until the test lets it end
     survivor = stack.submit(
         "llm",
         name="survivor",
         gpus=2,
         gpu_types=["A100"],
         duration_s=60,
-        command=["sh", "-c", f"{PRINT}; sleep 8"],
+        command=["sh", "-c", f"{PRINT}; while [ ! -e {go} ]; do sleep 0.1; done"],
     )
     started = wait(
         "the survivor to run",
@@ -189,13 +207,22 @@ def test_a_site_whose_slurmctld_dies_is_degraded_and_loses_nothing(stack: Stack)
             None,
         ),
     )
-    # slurmctld saves its state every few seconds; a SIGKILL loses what it had not saved yet
-    # (Slurm would then run the job a second time and drain the node: its own limit, not
-    # onecluster's). Kill it once the running job is on disk.
+    # A SIGKILL loses what slurmctld had not saved yet (Slurm would then run the job a second
+    # time and drain the node: its own limit, not onecluster's).  slurmctld saves its state
+    # soon after a change to a job, so change one (a comment) now that the survivor runs, and
+    # kill it once that save is on disk.
     saved = conf.parent / "spool" / "job_state"
+    asked = time.time()
+    subprocess.run(
+        ["scontrol", "update", f"JobId={started['job_id']}", "Comment=saved-running"],
+        env={**os.environ, "SLURM_CONF": str(conf)},
+        check=True,
+        capture_output=True,
+        timeout=30,
+    )
     wait(
         "slurmctld to save the running job",
-        lambda: saved.stat().st_mtime > int(started["start_time"]) + 1,
+        lambda: saved.exists() and saved.stat().st_mtime > asked,
         20,
     )
     pid = int((conf.parent / "slurmctld.pid").read_text())
@@ -226,6 +253,7 @@ def test_a_site_whose_slurmctld_dies_is_degraded_and_loses_nothing(stack: Stack)
             timeout=120,
         )
     wait("shanghai up again", lambda: stack.site_status()["shanghai"] == "up", 60)
+    go.touch()
     done = stack.until(survivor.id, "completed")
     assert done.attempts == 1 and done.exit_code == 0
     runs = attempts_in_slurm(conf, survivor.id)
