@@ -20,6 +20,7 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "onecluster"
 LAYER = {
     "errors": 0,
     "clock": 0,
+    "process": 0,
     "model": 1,
     "fabric": 2,
     "topology": 2,
