@@ -37,6 +37,7 @@ LAYER = {
     "server": 6,
     "agent": 6,
     "gateway": 6,
+    "launch": 6,
     "up": 7,
     "lab": 7,
     "cli": 8,
