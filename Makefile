@@ -6,20 +6,27 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
+UP_ARGS ?=
 
 .PHONY: install run test test-slow test-all lint typecheck bench bench-lab clean
 
+# pip shows what it fetches and installs: on a fresh machine this takes about a minute.
 $(STAMP): pyproject.toml
+	@echo "==> installing onecluster and its tools into $(VENV) (the first time, or after pyproject.toml changed: about a minute)"
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+	$(BIN)/pip install --disable-pip-version-check --upgrade pip
+	$(BIN)/pip install --disable-pip-version-check -e '.[dev]'
+	@touch $(STAMP)
+	@echo "==> $(VENV) is ready"
 
 install: $(STAMP)
 
-## make run: bring up the three-site fabric (server + 3 agents), replay a workload, keep the API up.
+## make run: bring up the three-site fabric (server + 3 agents), replay a workload, keep the API up
+## until Ctrl-C.  UP_ARGS passes options to `onecluster up`, e.g. make run UP_ARGS='--duration 30'.
+# `exec`: make's child is `onecluster up` itself, never a shell, so that after Ctrl-C make sees
+# its clean exit (0) and reports no error.
 run: install
-	$(BIN)/onecluster up
+	exec $(BIN)/onecluster up $(UP_ARGS)
 
 lint: install
 	$(BIN)/ruff check src tests benchmarks

@@ -39,6 +39,7 @@ from onecluster.client import Client
 from onecluster.lab import Lab, plan_lab
 from onecluster.lab._circuits import TunEmulator, start_tun_emulator
 from onecluster.lab._plan import CircuitPlan, LabPlan, SitePlan
+from onecluster.launch import Launcher
 from onecluster.network import add_address, add_veth, delete_netns, in_netns, new_netns, set_link
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -157,7 +158,7 @@ def ceiling(seconds: float) -> dict[str, Any]:
         a, b = f"ocb{tag}{kind[0]}a", f"ocb{tag}{kind[0]}b"
         new_netns(a)
         new_netns(b)
-        process = None
+        launcher = Launcher(Path(tempfile.mkdtemp()), grace_s=1.0)
         try:
             if kind == "veth":
                 add_veth("ocbv0", "ocbv1", peer_netns=b)
@@ -184,9 +185,7 @@ def ceiling(seconds: float) -> dict[str, Any]:
                 plan = LabPlan(
                     name="bench", scale=1, mtu=1500, bridge="", sites=sites, circuits=(circuit,)
                 )
-                _emulator, _log, process = start_tun_emulator(
-                    plan, circuit, Path(tempfile.mkdtemp())
-                )
+                start_tun_emulator(plan, circuit, Path(tempfile.mkdtemp()), launcher)
                 subprocess.run(["tc", "-n", a, "qdisc", "del", "dev", "bench", "root"], check=True)
                 subprocess.run(["tc", "-n", b, "qdisc", "del", "dev", "bench", "root"], check=True)
                 src, dst = "10.219.1.1", "10.219.1.2"
@@ -198,9 +197,7 @@ def ceiling(seconds: float) -> dict[str, Any]:
                 "udp_sent_pps": round(sent / 3),
             }
         finally:
-            if process is not None:
-                process.kill()
-                process.wait()
+            launcher.stop_all()
             delete_netns(a)
             delete_netns(b)
     for key in ("tcp_mbit_s", "udp_pps"):

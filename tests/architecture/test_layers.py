@@ -26,6 +26,7 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "onecluster"
 LAYER = {
     "errors": 0,
     "clock": 0,
+    "process": 0,
     "model": 1,
     "fabric": 2,
     "topology": 2,
@@ -42,6 +43,7 @@ LAYER = {
     "server": 6,
     "agent": 6,
     "gateway": 6,
+    "launch": 6,
     "up": 7,
     "lab": 7,
     "cli": 8,

@@ -15,6 +15,7 @@ from onecluster.fabric import load_fabric
 from onecluster.lab import TunEmulator, plan_lab
 from onecluster.lab._circuits import start_tun_emulator
 from onecluster.lab._plan import CircuitPlan, LabPlan, SitePlan
+from onecluster.launch import Launcher
 from onecluster.network import KernelRoute, KernelRoutes, add_address, link_exists, show_routes
 
 pytestmark = [pytest.mark.lab, needs_lab_host]
@@ -56,12 +57,11 @@ def two_site_plan(a_ns: str, b_ns: str, one_way_ms: float) -> LabPlan:
 def circuit(netns_pair: tuple[str, str], tmp_path: Path) -> Iterator[tuple[TunEmulator, Echo, str]]:
     a_ns, b_ns = netns_pair
     plan = two_site_plan(a_ns, b_ns, one_way_ms=10.0)
-    emulator, _log, process = start_tun_emulator(plan, plan.circuits[0], tmp_path)
-    echo = Echo(b_ns, "10.212.0.2")
-    yield emulator, echo, a_ns
-    echo.close()
-    process.kill()
-    process.wait()
+    with Launcher(tmp_path, grace_s=1.0) as launcher:
+        emulator, _ = start_tun_emulator(plan, plan.circuits[0], tmp_path, launcher)
+        echo = Echo(b_ns, "10.212.0.2")
+        yield emulator, echo, a_ns
+        echo.close()
 
 
 def test_the_configured_delay_is_what_a_round_trip_takes(
@@ -131,10 +131,11 @@ def test_a_dead_emulator_takes_its_devices_with_it(
 ) -> None:
     a_ns, b_ns = netns_pair
     plan = two_site_plan(a_ns, b_ns, one_way_ms=1.0)
-    emulator, _log, process = start_tun_emulator(plan, plan.circuits[0], tmp_path)
+    launcher = Launcher(tmp_path)
+    emulator, process = start_tun_emulator(plan, plan.circuits[0], tmp_path, launcher)
     assert link_exists("ab", a_ns) and link_exists("ab", b_ns)
     os.kill(emulator.pid, signal.SIGKILL)
-    process.wait()
+    wait_for(lambda: launcher.exited() == [(process, 137)], 5, "the emulator is seen to die")
     wait_for(lambda: not link_exists("ab", a_ns), 5, "the TUN device goes with its emulator")
     assert not link_exists("ab", b_ns)
     with pytest.raises(UnavailableError, match="not running"):
@@ -146,8 +147,8 @@ def test_kernel_routes_are_programmed_in_one_batch(
 ) -> None:
     a_ns, b_ns = netns_pair
     plan = two_site_plan(a_ns, b_ns, one_way_ms=1.0)
-    _emulator, _log, process = start_tun_emulator(plan, plan.circuits[0], tmp_path)
-    try:
+    with Launcher(tmp_path, grace_s=1.0) as launcher:
+        start_tun_emulator(plan, plan.circuits[0], tmp_path, launcher)
         add_address("lo", "10.211.0.1/32", a_ns)
         routes = KernelRoutes(a_ns)
         routes.apply(
@@ -163,6 +164,3 @@ def test_kernel_routes_are_programmed_in_one_batch(
         routes.apply(
             [KernelRoute(dst="10.211.0.2", via="10.212.0.2", src="10.211.0.1")]
         )  # idempotent
-    finally:
-        process.kill()
-        process.wait()

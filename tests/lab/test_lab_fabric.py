@@ -18,7 +18,7 @@ from tests.lab.conftest import needs_lab_host, wait_for
 from onecluster.client import Client
 from onecluster.errors import ConflictError
 from onecluster.lab import FlowSample, Lab
-from onecluster.lab._pids import ours
+from onecluster.launch import Launcher
 from onecluster.network import link_exists, list_netns, show_routes
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow, needs_lab_host]
@@ -169,11 +169,8 @@ def test_6_down_all_leaves_nothing_behind(lab: Lab) -> None:
     lab.down_all()
     assert [ns for ns in list_netns() if ns.startswith("octest-")] == []
     assert not link_exists("octest-mgmt")
-    assert not any(ours(pid, f"{lab.dir}/") for pid in pids)
-    leftovers = [
-        p.name
-        for p in Path("/proc").iterdir()
-        if p.name.isdigit() and ours(int(p.name), f"{lab.dir}/")
-    ]
-    assert leftovers == []
+    # a fresh launcher, as a later command would have, sees none of the lab's processes
+    launcher = Launcher(lab.dir / "logs", marker=f"{lab.dir}/")
+    assert pids and not any(launcher.owns(pid) for pid in pids)
+    assert launcher.own_processes() == []
     assert not lab.exists()

@@ -74,6 +74,9 @@ def test_up_replays_jobs_to_completion_and_stops_everything(tmp_path: Path) -> N
     assert int(replay.group(1)) == 6
     assert int(replay.group(3)) >= 1
     assert "mean queue wait" in out and "/docs" in out
+    # stdout is a pipe, not a terminal: plain progress lines came during the replay
+    progress = re.findall(r"^(\d+)s/15s  submitted \d+/6", out, re.MULTILINE)
+    assert len(progress) >= 3 and progress[-1] == "15", out
     stopped = re.search(r"stopped 4 processes: (.*)", out)
     assert stopped is not None, out
     assert stopped.group(1).startswith("agent-")
@@ -85,13 +88,16 @@ def test_up_replays_jobs_to_completion_and_stops_everything(tmp_path: Path) -> N
     assert not (state / "server.url").exists()
 
 
-def test_sigterm_while_serving_stops_every_process(tmp_path: Path) -> None:
-    state = tmp_path / "state"
+def _serve_then_signal(state: Path, sig: signal.Signals, *extra: str) -> tuple[int, str]:
+    """Run ``up`` in a process group of its own, wait for ``ready`` in its output, send
+    ``sig`` to the whole group (as a terminal's Ctrl-C does); its exit status and output."""
+    *args, ready = extra
     proc = subprocess.Popen(
-        _up(state, "--duration", "3", "--jobs", "3"),
+        _up(state, *args),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        start_new_session=True,
         env={**os.environ, "COLUMNS": "120"},
     )
     try:
@@ -100,16 +106,38 @@ def test_sigterm_while_serving_stops_every_process(tmp_path: Path) -> None:
         deadline = time.monotonic() + 150
         for line in proc.stdout:
             lines.append(line)
-            if "press Ctrl-C" in line:
+            if ready in line:
                 break
             assert time.monotonic() < deadline, "".join(lines)
-        assert (state / "server.url").is_file()
-        proc.send_signal(signal.SIGTERM)
+        os.killpg(proc.pid, sig)
         rest, _ = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == 130, "".join(lines) + rest
-    assert "stopped 4 processes" in rest
+    return proc.returncode, "".join(lines) + rest
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_asked_for_while_serving_stops_every_process_and_exits_0(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    state = tmp_path / "state"
+    code, out = _serve_then_signal(state, sig, "--duration", "3", "--jobs", "3", "press Ctrl-C")
+    assert code == 0, out
+    assert "stopping every process, as asked" in out
+    assert "stopped 4 processes" in out
+    assert "interrupted" not in out
+    assert _processes_using(state) == []
+    assert not (state / "server.url").exists()
+
+
+def test_a_finite_run_cut_short_stops_every_process_and_exits_130(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    code, out = _serve_then_signal(
+        state, signal.SIGINT, "--duration", "60", "--jobs", "3", "--no-wait", "replaying for"
+    )
+    assert code == 130, out
+    assert "stopped 4 processes" in out and "interrupted" in out
+    assert "summary" not in out
     assert _processes_using(state) == []

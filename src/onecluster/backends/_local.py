@@ -26,12 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from onecluster.backends._logs import read_chunk
-from onecluster.backends._process import ChildProcess, kill_stray_group
+from onecluster.backends._process import kill_stray_group
 from onecluster.backends._protocol import AttemptSpec, AttemptStatus, LogSlice
 from onecluster.backends._slots import SlotPool, SlotUsage
 from onecluster.clock import Clock, SystemClock
 from onecluster.errors import BackendError
 from onecluster.model import AttemptState
+from onecluster.process import Child
 
 __all__ = ["LocalBackend", "LocalStats"]
 
@@ -55,7 +56,7 @@ class _Attempt:
     spec_id: str
     job_id: str
     path: Path
-    child: ChildProcess | None
+    child: Child | None
     state: AttemptState
     started_at: float | None
     exit_code: int | None = None
@@ -143,9 +144,7 @@ class LocalBackend:
             self._finish(record, 126)
             return
         try:
-            record.child = ChildProcess.spawn(
-                attempt.command, env=env, cwd=cwd, log_path=path / _LOG
-            )
+            record.child = Child.spawn(attempt.command, env=env, cwd=cwd, log_path=path / _LOG)
         except (OSError, ValueError) as exc:
             # ValueError: an argument or env value Popen refuses (e.g. an embedded NUL byte).
             code = 127 if isinstance(exc, FileNotFoundError) else 126

@@ -65,7 +65,7 @@ def up(
         msg = f"trace file {trace} does not exist"
         raise TraceError(msg)
     trace_path = trace if trace is not None or generator else _default_trace()
-    code = run_up(
+    run_up(
         UpConfig(
             fabric_path=fabric,
             state_dir=config_of(ctx).state_dir,
@@ -79,8 +79,6 @@ def up(
         ),
         out_console(),
     )
-    if code:
-        raise typer.Exit(code)
 
 
 def _default_trace() -> Path | None:

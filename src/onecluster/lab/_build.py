@@ -12,9 +12,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from onecluster.errors import BackendError, ForbiddenError, PlatformError
-from onecluster.lab._pids import alive, ours, stop_pids
 from onecluster.lab._plan import BRIDGE_IP, LabPlan, SitePlan
 from onecluster.lab._state import LabState
+from onecluster.launch import Launcher
 from onecluster.network import (
     add_address,
     add_bridge,
@@ -28,6 +28,7 @@ from onecluster.network import (
     set_link,
     set_sysctl,
 )
+from onecluster.process import stop_pids
 
 __all__ = ["build_bridge", "build_site", "check_host", "tear_down"]
 
@@ -87,19 +88,23 @@ def new_site_netns(site: SitePlan) -> None:
 
 
 def tear_down(
-    name: str, directory: Path, state: LabState | None, progress: Callable[[str], None]
+    name: str,
+    directory: Path,
+    state: LabState | None,
+    progress: Callable[[str], None],
+    launcher: Launcher,
 ) -> list[str]:
     """Remove every process, namespace and device of lab ``name`` and its directory (but for
     its ``logs``).
 
     Works from the state file when there is one, and also sweeps what a crashed ``lab up``
     may have left (namespaces named ``<name>-…``, the bridge, processes whose command line
-    names the lab's directory).  Every step is attempted even when one fails; the failures
-    are raised together at the end as one :class:`BackendError`.
+    names the lab's directory: ``launcher`` :meth:`~Launcher.owns` them).  Every step is
+    attempted even when one fails; the failures are raised together at the end as one
+    :class:`BackendError`.
     """
     removed: list[str] = []
     failures: list[str] = []
-    marker = f"{directory}/"
 
     def attempt(what: str, work: Callable[[], None]) -> None:
         try:
@@ -115,9 +120,8 @@ def tear_down(
     with contextlib.suppress(PlatformError):
         netns |= {ns for ns in list_netns() if ns.startswith(prefix)}
     if state is not None:
-        agents = [r.pid for r in state.agents.values() if ours(r.pid, marker)]
+        agents, _ = launcher.stop_owned([r.pid for r in state.agents.values()], grace_s=5.0)
         if agents:
-            stop_pids(agents, grace_s=5.0)
             removed.append(f"{len(agents)} agents")
     for ns in sorted(netns):
         with contextlib.suppress(PlatformError):
@@ -125,12 +129,11 @@ def tear_down(
             if inside:
                 stop_pids(inside, grace_s=0.0, sig=signal.SIGKILL)
                 removed.append(f"{len(inside)} processes in {ns}")
-    rest = [r.pid for r in (state.emulators.values() if state else []) if ours(r.pid, marker)]
-    if state is not None and state.server is not None and ours(state.server.pid, marker):
+    rest = [r.pid for r in (state.emulators.values() if state else [])]
+    if state is not None and state.server is not None:
         rest.append(state.server.pid)
-    rest += [pid for pid in _pids_naming(marker) if pid not in rest]
+    rest, _ = launcher.stop_owned([*rest, *launcher.own_processes()], grace_s=5.0)
     if rest:
-        stop_pids(rest, grace_s=5.0)
         removed.append(f"{len(rest)} emulator and server processes")
     with contextlib.suppress(PlatformError):
         netns &= set(list_netns())  # already gone is fine
@@ -139,7 +142,7 @@ def tear_down(
     bridge = f"{name}-mgmt"
     if link_exists(bridge):
         attempt(f"bridge {bridge}", lambda: delete_link(bridge))
-    survivors = [pid for pid in _pids_naming(marker) if alive(pid)]
+    survivors = launcher.own_processes()
     if survivors:
         failures.append(f"processes {survivors} did not stop")
     else:
@@ -159,16 +162,3 @@ def tear_down(
 
 def _deleter(netns: str) -> Callable[[], None]:
     return lambda: delete_netns(netns)
-
-
-def _pids_naming(marker: str) -> list[int]:
-    """Live processes whose command line names ``marker`` (never this process)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if (
-            entry.name.isdigit()
-            and int(entry.name) != os.getpid()
-            and ours(int(entry.name), marker)
-        ):
-            found.append(int(entry.name))
-    return found

@@ -12,17 +12,16 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from onecluster.errors import BackendError, UnavailableError, ValidationError
-from onecluster.lab._pids import alive, spawn, tail
 from onecluster.lab._plan import CircuitPlan, LabPlan
+from onecluster.launch import Launched, Launcher, log_tail
 from onecluster.network import add_address, netns_path, set_link, set_tbf
+from onecluster.process import alive
 
 __all__ = ["EmulatorStatus", "LinkEmulator", "TunEmulator", "start_tun_emulator"]
 
@@ -137,10 +136,10 @@ class TunEmulator:
 
 
 def start_tun_emulator(
-    plan: LabPlan, circuit: CircuitPlan, directory: Path
-) -> tuple[TunEmulator, Path, subprocess.Popen[bytes]]:
-    """Start ``circuit``'s emulator and configure both its ends; the emulator, its log and
-    its process.
+    plan: LabPlan, circuit: CircuitPlan, directory: Path, launcher: Launcher
+) -> tuple[TunEmulator, Launched]:
+    """Start ``circuit``'s emulator (as ``emulator-<circuit>`` of ``launcher``, logging to
+    ``directory``) and configure both its ends; the emulator and its process.
 
     :class:`BackendError` (with the log's tail) if it does not come up.
     """
@@ -162,29 +161,27 @@ def start_tun_emulator(
         )
     )
     control.unlink(missing_ok=True)
-    process = spawn([sys.executable, "-m", "onecluster.lab._emulator", str(config)], log)
+    process = launcher.start(
+        f"emulator-{circuit.circuit}",
+        [sys.executable, "-m", "onecluster.lab._emulator", str(config)],
+        log_path=log,
+    )
     emulator = TunEmulator(circuit.circuit, process.pid, control)
-    deadline = time.monotonic() + _READY_TIMEOUT_S
-    while True:
-        if process.poll() is not None:
-            msg = (
-                f"the link emulator of circuit {circuit.circuit} exited "
-                f"with status {process.returncode}"
-            )
-            raise BackendError(msg, hint=f"its log {log} ends with:\n{tail(log)}")
-        if control.exists():
-            try:
-                emulator.status()
-                break
-            except UnavailableError:
-                pass
-        if time.monotonic() > deadline:
-            msg = (
-                f"the link emulator of circuit {circuit.circuit} did not start "
-                f"within {_READY_TIMEOUT_S:.0f} s"
-            )
-            raise BackendError(msg, hint=f"its log {log} ends with:\n{tail(log)}")
-        time.sleep(0.05)
+
+    def ready() -> bool:
+        try:
+            return control.exists() and bool(emulator.status())
+        except UnavailableError:
+            return False
+
+    def failure() -> BackendError:
+        msg = (
+            f"the link emulator of circuit {circuit.circuit} did not start "
+            f"within {_READY_TIMEOUT_S:.0f} s"
+        )
+        return BackendError(msg, hint=f"its log {log} ends with:\n{log_tail(log)}")
+
+    launcher.wait_until(ready, timeout_s=_READY_TIMEOUT_S, failure=failure)
     for site, ns in zip((circuit.a, circuit.b), ends, strict=True):
         dev = circuit.device
         add_address(dev, f"{circuit.address_of(site)}/32", ns, peer=f"{circuit.peer_of(site)}/32")
@@ -196,4 +193,4 @@ def start_tun_emulator(
             burst_bytes=circuit.burst_bytes,
             limit_bytes=circuit.limit_bytes,
         )
-    return emulator, log, process
+    return emulator, process

@@ -4,18 +4,15 @@ with its agent inside, joined by emulated circuits, and a server on the host.
 :class:`Lab` is the whole verb set; each call reads the lab's state file
 (:mod:`onecluster.lab._state`), acts, and writes it back, so the lab outlives the command
 that made it.  ``up`` builds step by step and, if any step fails, removes everything it made
-before raising.  Every process the lab starts is found and stopped later by PID, and only if
-its command line still names the lab's directory.
+before raising.  Every process the lab starts goes through one :class:`Launcher`, and is found
+and stopped later by PID, and only if its command line still names the lab's directory.
 """
 
 from __future__ import annotations
 
 import shutil
 import signal
-import socket
-import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,9 +31,18 @@ from onecluster.fabric import load_fabric
 from onecluster.lab._build import build_bridge, build_site, check_host, new_site_netns, tear_down
 from onecluster.lab._circuits import EmulatorStatus, TunEmulator, start_tun_emulator
 from onecluster.lab._flows import FlowSample, run_flow
-from onecluster.lab._pids import alive, ours, spawn, stop_pids, tail
 from onecluster.lab._plan import BRIDGE_IP, CircuitPlan, LabPlan, check_lab_name, plan_lab
 from onecluster.lab._state import LabState, ProcessRecord
+from onecluster.launch import (
+    ADMIN_TOKEN_FILE,
+    Launcher,
+    admin_token,
+    free_port,
+    log_tail,
+    start_agent,
+    start_server,
+    wait_server,
+)
 from onecluster.network import (
     device_with_address,
     in_netns,
@@ -44,14 +50,15 @@ from onecluster.network import (
     list_netns,
     netns_pids,
 )
-from onecluster.schema import TokenCreate
+from onecluster.process import stop_pids
 
 __all__ = ["DEFAULT_ROOT", "CircuitStatus", "FlowSample", "Lab", "LabStatus", "SiteStatus"]
 
 #: Where labs keep their state: tmpfs, which — like network namespaces — ends at reboot.
 DEFAULT_ROOT = Path("/run/onecluster")
 _METRICS_PORT = 9464
-_ADMIN_TOKEN = "admin.token"  # noqa: S105 (a file name)
+#: How long the lab's processes get between SIGTERM and SIGKILL.
+_STOP_GRACE_S = 5.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -118,17 +125,18 @@ class Lab:
         self.dir = root / name
         self._environ = dict(environ or {})
         self._progress = progress or (lambda _line: None)
-        # Children started by this object, polled once stopped so none is left a zombie.
-        self._children: list[subprocess.Popen[bytes]] = []
+        # Starts the lab's processes; they outlive this object (their PIDs are in the state).
+        self._launcher = Launcher(self.dir / "logs", grace_s=_STOP_GRACE_S, marker=f"{self.dir}/")
 
     def _reap(self) -> None:
-        for child in self._children:
-            child.poll()
-        self._children = [c for c in self._children if c.returncode is None]
+        self._launcher.reap()
 
     # -- state ------------------------------------------------------------------------------
 
     def _state(self) -> LabState:
+        # Each verb starts as a fresh command would: processes of this object that died
+        # before it (a site taken down, an emulator that was killed) are no longer watched.
+        self._reap()
         state = LabState.load(self.dir)
         if state is None:
             msg = f"there is no lab {self.name!r} on this host"
@@ -183,7 +191,9 @@ class Lab:
         except BaseException:
             self._progress("the lab did not come up; removing what was made")
             try:
-                tear_down(self.name, self.dir, LabState.load(self.dir), self._progress)
+                tear_down(
+                    self.name, self.dir, LabState.load(self.dir), self._progress, self._launcher
+                )
             finally:
                 self._reap()
             raise
@@ -201,16 +211,15 @@ class Lab:
             self._progress(f"site {site.site}: namespace {site.netns}, address {site.service_ip}")
         for circuit in plan.circuits:
             self._start_circuit(plan, state, circuit)
-        self._start_server(plan, state, port)
+        self._start_server(state, port)
         admin = self._admin(state)
         with admin:
             for site in plan.sites:
                 self._start_agent(plan, state, site.site, admin)
 
     def _start_circuit(self, plan: LabPlan, state: LabState, circuit: CircuitPlan) -> None:
-        emulator, log, process = start_tun_emulator(plan, circuit, self.dir / "emulators")
-        self._children.append(process)
-        state.emulators[circuit.circuit] = ProcessRecord(pid=emulator.pid, log=str(log))
+        _, process = start_tun_emulator(plan, circuit, self.dir / "emulators", self._launcher)
+        state.emulators[circuit.circuit] = ProcessRecord(pid=process.pid, log=str(process.log_path))
         state.save(self.dir)
         self._progress(
             f"circuit {circuit.circuit}: {circuit.a}⇄{circuit.b}, "
@@ -218,58 +227,47 @@ class Lab:
             f"{circuit.rate_bps / 1e6:g} Mbit/s, loss {circuit.loss:g}"
         )
 
-    def _start_server(self, plan: LabPlan, state: LabState, port: int | None) -> None:
-        chosen = port or _free_port(BRIDGE_IP)
-        server_dir = self.dir / "server"
-        url = f"http://{BRIDGE_IP}:{chosen}"
-        argv = [
-            sys.executable, "-m", "onecluster.cli", "--state-dir", str(server_dir), "server",
-            "--fabric", state.fabric, "--host", BRIDGE_IP, "--port", str(chosen),
-        ]  # fmt: skip
-        log = self.dir / "logs" / "server.log"
-        process = spawn(argv, log, env=self._environ)
-        self._children.append(process)
-        state.server = ProcessRecord(pid=process.pid, log=str(log))
-        state.server_url = url
+    def _start_server(self, state: LabState, port: int | None) -> None:
+        server = start_server(
+            self._launcher,
+            python=sys.executable,
+            state_dir=self.dir / "server",
+            fabric=Path(state.fabric),
+            host=BRIDGE_IP,
+            port=port or free_port(BRIDGE_IP),
+            env=self._environ,
+        )
+        state.server = ProcessRecord(pid=server.process.pid, log=str(server.process.log_path))
+        state.server_url = server.url
         state.save(self.dir)
-        deadline = time.monotonic() + 30.0
-        with Client(url, timeout=2.0) as client:
-            while True:
-                if process.poll() is not None:
-                    msg = f"the lab's server exited with status {process.returncode}"
-                    raise BackendError(msg, hint=f"its log {log} ends with:\n{tail(log)}")
-                try:
-                    client.health()
-                    break
-                except UnavailableError:
-                    if time.monotonic() > deadline:
-                        raise
-                time.sleep(0.1)
-        (server_dir / "server.url").write_text(url + "\n")
-        self._progress(f"server at {url} (admin token in {server_dir / _ADMIN_TOKEN})")
+        wait_server(self._launcher, server, timeout_s=30.0)
+        self._progress(
+            f"server at {server.url} (admin token in {server.state_dir / ADMIN_TOKEN_FILE})"
+        )
 
     def _admin(self, state: LabState) -> Client:
-        token = (self.dir / "server" / _ADMIN_TOKEN).read_text().strip()
+        token = admin_token(self.dir / "server")
         return Client(state.server_url or "", token, timeout=10.0)
 
     def _start_agent(self, plan: LabPlan, state: LabState, site: str, admin: Client) -> None:
         s = plan.site(site)
-        token = admin.create_token(TokenCreate(role="agent", site=site)).token
         links = [f"--link={c.circuit}={c.address_of(site)}" for c in plan.of_site(site)]
-        argv = in_netns(
-            s.netns,
-            [
-                sys.executable, "-m", "onecluster.cli", "--server", state.server_url or "",
-                "agent", "--site", site, "--fabric", state.fabric,
-                "--work-dir", str(self.dir / "sites" / site),
-                *links, "--service-address", s.service_ip, "--apply-routes",
-                "--metrics", f"{s.mgmt_ip}:{_METRICS_PORT}", "--stop-grace", "2",
-            ],
-        )  # fmt: skip
-        log = self.dir / "logs" / f"agent-{site}.log"
-        process = spawn(argv, log, env={**self._environ, "ONECLUSTER_TOKEN": token})
-        self._children.append(process)
-        state.agents[site] = ProcessRecord(pid=process.pid, log=str(log))
+        flags = [
+            *links, "--service-address", s.service_ip, "--apply-routes",
+            "--metrics", f"{s.mgmt_ip}:{_METRICS_PORT}", "--stop-grace", "2",
+        ]  # fmt: skip
+        process = start_agent(
+            self._launcher,
+            admin,
+            python=sys.executable,
+            site=site,
+            fabric=Path(state.fabric),
+            work_dir=self.dir / "sites" / site,
+            env=self._environ,
+            extra=flags,
+            wrap=lambda argv: in_netns(s.netns, argv),
+        )
+        state.agents[site] = ProcessRecord(pid=process.pid, log=str(process.log_path))
         state.save(self.dir)
         self._progress(
             f"agent of {site} (pid {process.pid}), metrics http://{s.mgmt_ip}:{_METRICS_PORT}/metrics"
@@ -280,33 +278,36 @@ class Lab:
     ) -> None:
         """Until the agents of ``sites`` (default all) sync and their circuits are up."""
         wanted = set(sites or [s.site for s in plan.sites])
-        deadline = time.monotonic() + timeout_s
+        waiting: list[str] = []
         with self._admin(state) as admin:
-            while True:
+
+            def ready() -> bool:
                 for site in wanted:
                     record = state.agents.get(site)
-                    if record is not None and not alive(record.pid):
+                    if record is not None and not self._launcher.owns(record.pid):
                         msg = f"the agent of {site} exited"
-                        raise BackendError(
-                            msg, hint=f"its log {record.log} ends with:\n{tail(Path(record.log))}"
-                        )
+                        log = Path(record.log)
+                        raise BackendError(msg, hint=f"its log {log} ends with:\n{log_tail(log)}")
                 up = {s.name for s in admin.sites() if s.status == "up"}
                 circuits = {
                     link.circuit: link.state
                     for link in admin.links()
                     if link.a in wanted or link.b in wanted
                 }
-                waiting = sorted(wanted - up) + sorted(c for c, v in circuits.items() if v != "up")
-                if not waiting:
-                    self._progress("every agent syncs and every circuit is measured up")
-                    return
-                if time.monotonic() > deadline:
-                    msg = (
-                        f"the lab is not ready after {timeout_s:.0f} s: "
-                        f"waiting for {', '.join(waiting)}"
-                    )
-                    raise UnavailableError(msg, hint=f"see the logs in {self.dir / 'logs'}")
-                time.sleep(0.2)
+                waiting[:] = sorted(wanted - up) + sorted(
+                    c for c, v in circuits.items() if v != "up"
+                )
+                return not waiting
+
+            def failure() -> UnavailableError:
+                msg = (
+                    f"the lab is not ready after {timeout_s:.0f} s: "
+                    f"waiting for {', '.join(waiting)}"
+                )
+                return UnavailableError(msg, hint=f"see the logs in {self.dir / 'logs'}")
+
+            self._launcher.wait_until(ready, timeout_s=timeout_s, failure=failure)
+        self._progress("every agent syncs and every circuit is measured up")
 
     def down_all(self) -> list[str]:
         """Remove everything the lab made (also after a crash); what was removed."""
@@ -316,7 +317,7 @@ class Lab:
         except ValidationError:
             state = None  # a damaged state file: sweep by name and by directory
         try:
-            return tear_down(self.name, self.dir, state, self._progress)
+            return tear_down(self.name, self.dir, state, self._progress, self._launcher)
         finally:
             self._reap()
 
@@ -372,7 +373,7 @@ class Lab:
 
     def _heal_one(self, plan: LabPlan, state: LabState, c: CircuitPlan) -> None:
         emulator = self._emulator(state, c)
-        if ours(emulator.pid, f"{self.dir}/"):
+        if self._launcher.owns(emulator.pid):
             emulator.heal()
             return
         self._progress(f"the emulator of {c.circuit} had died; starting it again")
@@ -393,7 +394,7 @@ class Lab:
         cut = []
         for c in plan.of_site(site):
             emulator = self._emulator(state, c)
-            if ours(emulator.pid, f"{self.dir}/"):
+            if self._launcher.owns(emulator.pid):
                 emulator.cut()
             cut.append(c.circuit)  # healed (or started again, if it had died) by `lab up SITE`
         stop_pids(netns_pids(s.netns), grace_s=0.0, sig=signal.SIGKILL)
@@ -456,7 +457,7 @@ class Lab:
         check_host()
         plan = self._plan(state)
         existing = set(list_netns())
-        marker = f"{self.dir}/"
+        owns = self._launcher.owns
         sites = []
         for s in plan.sites:
             record = state.agents.get(s.site)
@@ -467,7 +468,7 @@ class Lab:
                     netns=s.netns,
                     netns_exists=s.netns in existing,
                     agent_pid=record.pid if record else None,
-                    agent_alive=record is not None and ours(record.pid, marker),
+                    agent_alive=record is not None and owns(record.pid),
                     processes=len(inside),
                     down=s.site in state.sites_down,
                     service_ip=s.service_ip,
@@ -500,15 +501,8 @@ class Lab:
             fabric=state.fabric,
             scale=state.scale,
             server_url=state.server_url,
-            server_alive=state.server is not None and ours(state.server.pid, marker),
-            admin_token_file=self.dir / "server" / _ADMIN_TOKEN,
+            server_alive=state.server is not None and owns(state.server.pid),
+            admin_token_file=self.dir / "server" / ADMIN_TOKEN_FILE,
             sites=tuple(sites),
             circuits=tuple(circuits),
         )
-
-
-def _free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        port: int = s.getsockname()[1]
-        return port

@@ -9,12 +9,7 @@ from pathlib import Path
 
 from onecluster.errors import ValidationError
 
-__all__ = ["ADMIN_TOKEN_FILE", "SERVER_URL_FILE", "UpConfig"]
-
-#: Files ``up`` leaves in its state directory for the CLI to find (see ``docs/cli.md``): the
-#: bootstrap admin token (written by the server) and the URL of the running server.
-ADMIN_TOKEN_FILE = "admin.token"  # noqa: S105 (a file name, not a secret)
-SERVER_URL_FILE = "server.url"
+__all__ = ["UpConfig"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -2,12 +2,14 @@
 
 :func:`render_view` is a pure function of a :class:`ViewState` snapshot, so it can be
 tested by rendering to a string; ``up`` refreshes it about twice a second from
-``/api/v1/stats`` and ``/api/v1/sites``.
+``/api/v1/stats`` and ``/api/v1/sites``.  Every line of it fits an 80-column terminal.  Where
+stdout is not a terminal (a pipe, a log file) :class:`PlainProgress` prints one plain
+:func:`progress_line` every few seconds instead.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from rich.console import Group, RenderableType
@@ -18,7 +20,7 @@ from rich.text import Text
 
 from onecluster.schema import SiteOut, StatsOut
 
-__all__ = ["ViewState", "render_summary", "render_view"]
+__all__ = ["PlainProgress", "ViewState", "progress_line", "render_summary", "render_view"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -45,7 +47,13 @@ def render_view(state: ViewState) -> RenderableType:
     parts: list[RenderableType] = [_sites_table(state.sites, state.stats)]
     if state.stats is not None:
         parts.append(_counts(state.stats))
-    events = Text("\n".join(state.events[-8:]) or "waiting for the first job…", style="dim")
+    # one line per event, however long: a wrapped event would push the view off the screen
+    events = Text(
+        "\n".join(state.events[-8:]) or "waiting for the first job…",
+        style="dim",
+        no_wrap=True,
+        overflow="ellipsis",
+    )
     parts.append(Panel(events, title="recent events", title_align="left"))
     return Panel(Group(*parts), title=title, title_align="left")
 
@@ -70,12 +78,44 @@ def render_summary(stats: StatsOut, *, mean_utilization: float | None) -> Table:
     return table
 
 
+def progress_line(state: ViewState) -> str:
+    """The view as one plain line, for a pipe or a log file."""
+    line = (
+        f"{min(state.elapsed_s, state.duration_s):.0f}s/{state.duration_s:.0f}s  "
+        f"submitted {state.submitted}/{state.to_submit}"
+    )
+    if state.stats is not None:
+        s = state.stats
+        line += (
+            f"  queue {s.pending}  running {s.running}  completed {s.completed}"
+            f"  failed {s.failed}  GPUs {s.gpus_busy}/{s.gpus_total} ({s.utilization:.1%})"
+        )
+    return line
+
+
+class PlainProgress:
+    """The live view where there is no terminal to redraw: ``write`` gets a
+    :func:`progress_line` for the first view, then one every ``every_s`` seconds of the
+    replay, and one for the last view (the end of the replay)."""
+
+    def __init__(self, write: Callable[[str], None], *, every_s: float = 5.0) -> None:
+        self._write = write
+        self._every_s = every_s
+        self._next_at = 0.0
+
+    def __call__(self, state: ViewState) -> None:
+        if state.elapsed_s >= self._next_at or state.elapsed_s >= state.duration_s:
+            self._write(progress_line(state))
+            self._next_at = state.elapsed_s + self._every_s
+
+
 def _sites_table(sites: Sequence[SiteOut], stats: StatsOut | None) -> Table:
     table = Table(header_style="bold", expand=True, box=None)
     table.add_column("SITE", no_wrap=True)
     table.add_column("AGENT", no_wrap=True)
     table.add_column("GPUS BUSY", ratio=1)
     table.add_column("BUSY/TOTAL", justify="right", no_wrap=True)
+    table.add_column("UTIL", justify="right", no_wrap=True)
     table.add_column("QUEUED", justify="right", no_wrap=True)
     colours = {"up": "green", "down": "red"}
     for site in sites:
@@ -87,23 +127,36 @@ def _sites_table(sites: Sequence[SiteOut], stats: StatsOut | None) -> Table:
             Text(site.status, style=colours.get(site.status, "yellow")),
             ProgressBar(total=max(total, 1), completed=busy, width=None),
             f"{busy}/{total}",
+            f"{busy / total:.1%}" if total else "-",
             str(site_stats.pending) if site_stats is not None else "-",
+        )
+    if stats is not None:
+        table.add_row(
+            Text("all", style="bold"),
+            "",
+            ProgressBar(total=max(stats.gpus_total, 1), completed=stats.gpus_busy, width=None),
+            f"{stats.gpus_busy}/{stats.gpus_total}",
+            f"{stats.utilization:.1%}",
+            str(stats.pending),
+            style="bold",
         )
     return table
 
 
 def _counts(stats: StatsOut) -> Text:
+    # the GPU utilisation and the queue are the table's "all" row; this line stays under 80
+    # columns with four-digit counts
     return Text.assemble(
-        ("queue ", "bold"),
-        f"{stats.pending}  ",
         ("running ", "bold"),
         f"{stats.running}  ",
         ("completed ", "bold"),
         f"{stats.completed}  ",
         ("failed ", "bold"),
         f"{stats.failed}  ",
+        ("cancelled ", "bold"),
+        f"{stats.cancelled}  ",
         ("preemptions ", "bold"),
-        f"{stats.preemptions}  ",
-        ("utilisation ", "bold"),
-        f"{stats.utilization:.1%}",
+        f"{stats.preemptions}",
+        no_wrap=True,
+        overflow="ellipsis",
     )

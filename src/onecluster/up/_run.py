@@ -9,7 +9,7 @@ import shutil
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -19,20 +19,24 @@ from rich.live import Live
 
 from onecluster.backends import kill_leftovers
 from onecluster.client import Client
-from onecluster.errors import FabricError
+from onecluster.errors import BackendError, FabricError
 from onecluster.fabric import load_fabric
-from onecluster.model import Fabric
-from onecluster.schema import TokenCreate, TokenOut
-from onecluster.up._config import ADMIN_TOKEN_FILE, SERVER_URL_FILE, UpConfig
-from onecluster.up._live import ViewState, render_summary, render_view
-from onecluster.up._processes import ProcessSet
-from onecluster.up._replay import replay
-from onecluster.up._stack import (
-    check_children,
-    choose_port,
-    wait_healthy,
-    wait_sites_up,
+from onecluster.launch import (
+    ADMIN_TOKEN_FILE,
+    SERVER_URL_FILE,
+    Launcher,
+    admin_token,
+    free_port,
+    start_agent,
+    start_server,
+    wait_server,
 )
+from onecluster.model import Fabric
+from onecluster.schema import TokenCreate
+from onecluster.up._config import UpConfig
+from onecluster.up._live import PlainProgress, ViewState, render_summary, render_view
+from onecluster.up._replay import replay
+from onecluster.up._stack import wait_sites_up
 from onecluster.up._workload import DemoWorkload, demo_workload
 
 __all__ = ["run_up"]
@@ -49,14 +53,19 @@ _OWN_ENTRIES = (
 )
 
 
-def run_up(config: UpConfig, console: Console) -> int:
+def run_up(config: UpConfig, console: Console) -> None:
     """Bring the fabric up, replay the workload, print the summary, then (unless
-    ``config.wait`` is false) keep the API up until Ctrl-C or SIGTERM.  Every process started
-    is stopped before returning — agents first, then the server — and the stop is reported.
+    ``config.wait`` is false) keep the API up until Ctrl-C, SIGTERM or SIGHUP.  Every process
+    started is stopped before returning — agents first, then the server — and the stop is
+    reported.
 
-    Returns 0, or 130 when interrupted.  Raises :class:`FabricError`/:class:`TraceError` for
-    bad inputs (before anything starts), :class:`BackendError` when a child dies and
-    :class:`UnavailableError` when the stack does not become ready in time.
+    A stop that the user asks for (Ctrl-C, SIGTERM, SIGHUP) is the normal end of a serving
+    ``up``: it returns once everything has stopped.  With ``config.wait`` false the run is
+    finite, and one cut short re-raises the :class:`KeyboardInterrupt` after the stop (the
+    CLI maps it to its interrupted exit code).  Raises :class:`FabricError`/:class:`TraceError`
+    for bad inputs (before anything starts), :class:`BackendError` when a child dies or a
+    process does not stop, and :class:`UnavailableError` when the stack does not become ready
+    in time.
     """
     fabric = load_fabric(config.fabric_path)
     remote = [f"{s.name} ({s.backend})" for s in fabric.sites if s.backend != "local"]
@@ -83,18 +92,20 @@ def run_up(config: UpConfig, console: Console) -> int:
         fabric=fabric,
         workload=workload,
         state=state,
-        url=f"http://{config.host}:{choose_port(config.host, config.port)}",
-        processes=ProcessSet(state / "logs", grace_s=config.stop_grace_s),
+        port=config.port or free_port(config.host, preferred=8080),
+        launcher=Launcher(state / "logs", grace_s=config.stop_grace_s),
     )
-    interrupted = False
+    interrupted: KeyboardInterrupt | None = None
     try:
-        with _sigterm_as_interrupt():
+        with _stop_signals_as_interrupt():
             session.run()
-    except KeyboardInterrupt:
-        interrupted = True
+    except KeyboardInterrupt as exc:
+        interrupted = exc
+        console.print("stopping every process, as asked")
     finally:
-        _stop(session.processes, console, state)
-    return 130 if interrupted else 0
+        _stop(session.launcher, console, state)
+    if interrupted is not None and not config.wait:
+        raise interrupted
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -106,12 +117,12 @@ class _Session:
     fabric: Fabric
     workload: DemoWorkload
     state: Path
-    url: str
-    processes: ProcessSet
+    port: int
+    launcher: Launcher
 
     @property
-    def token_path(self) -> Path:
-        return self.state / ADMIN_TOKEN_FILE
+    def url(self) -> str:
+        return f"http://{self.config.host}:{self.port}"
 
     def run(self) -> None:
         fabric, console = self.fabric, self.console
@@ -119,9 +130,9 @@ class _Session:
         console.print(f"workload: {self.workload.source}; gangs scaled ×{self.workload.gpu_factor}")
         self._start_server()
         with contextlib.ExitStack() as clients:
-            admin = clients.enter_context(Client(self.url, self._admin_token()))
+            admin = clients.enter_context(Client(self.url, admin_token(self.state)))
             for site in fabric.site_names:
-                self._start_agent(site, admin.create_token(TokenCreate(role="agent", site=site)))
+                self._start_agent(site, admin)
             members = {
                 t.name: clients.enter_context(
                     Client(
@@ -131,7 +142,7 @@ class _Session:
                 for t in fabric.teams
             }
             wait_sites_up(
-                admin, fabric.site_names, self.processes, timeout_s=self.config.startup_timeout_s
+                admin, fabric.site_names, self.launcher, timeout_s=self.config.startup_timeout_s
             )
             console.print(
                 f"all {len(fabric.sites)} sites are up; "
@@ -139,68 +150,43 @@ class _Session:
             )
             self._replay(admin, members)
         console.print(f"API:   {self.url}/api/v1   docs: {self.url}/docs")
-        console.print(f"admin token: {self.token_path}")
+        console.print(f"admin token: {self.state / ADMIN_TOKEN_FILE}")
         if self.config.wait:
             console.print("the API stays up; press Ctrl-C to stop every process")
             while True:
-                check_children(self.processes)
+                self.launcher.check()
                 time.sleep(1.0)
 
     def _start_server(self) -> None:
-        config = self.config
-        server = self.processes.start(
-            "server",
-            [
-                *self._cli(),
-                "--state-dir",
-                str(self.state),
-                "server",
-                "--fabric",
-                str(config.fabric_path.resolve()),
-                "--host",
-                config.host,
-                "--port",
-                self.url.rsplit(":", 1)[1],
-            ],
+        server = start_server(
+            self.launcher,
+            python=self.config.python,
+            state_dir=self.state,
+            fabric=self.config.fabric_path.resolve(),
+            host=self.config.host,
+            port=self.port,
         )
         self.console.print(
-            f"started server (pid {server.pid}) at {self.url}, log {server.log_path}"
+            f"started server (pid {server.process.pid}) at {server.url}, "
+            f"log {server.process.log_path}"
         )
-        with Client(self.url) as anonymous:
-            wait_healthy(anonymous, self.url, self.processes, timeout_s=config.startup_timeout_s)
-        (self.state / SERVER_URL_FILE).write_text(self.url + "\n", encoding="utf-8")
+        wait_server(self.launcher, server, timeout_s=self.config.startup_timeout_s)
 
-    def _admin_token(self) -> str:
-        return self.token_path.read_text(encoding="utf-8").strip()
-
-    def _start_agent(self, site: str, token: TokenOut) -> None:
-        agent = self.processes.start(
-            f"agent-{site}",
-            [
-                *self._cli(),
-                "--server",
-                self.url,
-                "agent",
-                "--site",
-                site,
-                "--backend",
-                "local",
-                "--fabric",
-                str(self.config.fabric_path.resolve()),
-                "--work-dir",
-                str(self.state / "agents" / site),
-            ],
-            # In the environment, not on the command line, where any local user could read it.
-            env={**os.environ, "ONECLUSTER_TOKEN": token.token},
+    def _start_agent(self, site: str, admin: Client) -> None:
+        agent = start_agent(
+            self.launcher,
+            admin,
+            python=self.config.python,
+            site=site,
+            fabric=self.config.fabric_path.resolve(),
+            work_dir=self.state / "agents" / site,
+            env=os.environ,
+            extra=("--backend", "local"),
         )
         self.console.print(f"started agent of {site} (pid {agent.pid}), log {agent.log_path}")
 
     def _replay(self, admin: Client, members: dict[str, Client]) -> None:
-        with Live(console=self.console, auto_refresh=False, transient=False) as live:
-
-            def show(view: ViewState) -> None:
-                live.update(render_view(view), refresh=True)
-
+        with self._view() as show:
             result = replay(
                 self.workload,
                 fabric_name=self.fabric.name,
@@ -208,7 +194,7 @@ class _Session:
                 admin=admin,
                 members=members,
                 show=show,
-                check_alive=lambda: check_children(self.processes),
+                check_alive=self.launcher.check,
             )
         self.console.print()
         self.console.print(render_summary(result.stats, mean_utilization=result.mean_utilization))
@@ -217,16 +203,24 @@ class _Session:
             f"{result.stats.completed} completed"
         )
 
-    def _cli(self) -> list[str]:
-        return [self.config.python, "-m", "onecluster.cli"]
+    @contextlib.contextmanager
+    def _view(self) -> Iterator[Callable[[ViewState], None]]:
+        """The live view on a terminal; plain progress lines on a pipe or into a file, where
+        a live view would show nothing until it ends."""
+        if not self.console.is_terminal:
+            yield PlainProgress(lambda line: self.console.print(line, soft_wrap=True))
+            return
+        with Live(console=self.console, auto_refresh=False, transient=False) as live:
+            yield lambda view: live.update(render_view(view), refresh=True)
 
 
-def _stop(processes: ProcessSet, console: Console, state: Path) -> None:
+def _stop(launcher: Launcher, console: Console, state: Path) -> None:
     """Stop every child (agents, then the server) with Ctrl-C, SIGTERM and SIGHUP masked, so
-    a second signal cannot cut the clean-up short, and say so."""
+    a second signal cannot cut the clean-up short, and say so.  :class:`BackendError` if a
+    process is still alive after it all."""
     previous = _mask_stop_signals()
     try:
-        stopped = processes.stop_all()
+        report = launcher.stop_all()
         orphans = _kill_agent_leftovers(state / "agents")
     finally:
         _restore_signals(previous)
@@ -235,9 +229,12 @@ def _stop(processes: ProcessSet, console: Console, state: Path) -> None:
     # the URL would point the CLI at a server that is gone; the admin token stays valid
     # for the next run with --keep-state
     (state / SERVER_URL_FILE).unlink(missing_ok=True)
-    if stopped:
-        names = ", ".join(f"{c.name} (pid {c.pid})" for c in stopped)
-        console.print(f"stopped {len(stopped)} processes: {names}")
+    if report.stopped:
+        names = ", ".join(f"{c.name} (pid {c.pid})" for c in report.stopped)
+        console.print(f"stopped {len(report.stopped)} processes: {names}")
+    if report.survivors:
+        msg = f"processes {', '.join(map(str, report.survivors))} did not stop, even on SIGKILL"
+        raise BackendError(msg, hint="they may be stuck in the kernel; see `ps -o pid,stat,cmd`")
 
 
 def _kill_agent_leftovers(agents: Path) -> int:
@@ -265,7 +262,7 @@ _STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 
 @contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
+def _stop_signals_as_interrupt() -> Iterator[None]:
     """Treat SIGTERM and SIGHUP like Ctrl-C while ``up`` runs, so all stop everything."""
     if threading.current_thread() is not threading.main_thread():
         yield
