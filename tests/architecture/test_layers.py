@@ -27,6 +27,7 @@ LAYER = {
     "errors": 0,
     "clock": 0,
     "process": 0,
+    "state_dir": 0,
     "model": 1,
     "fabric": 2,
     "topology": 2,

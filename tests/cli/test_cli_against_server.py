@@ -216,8 +216,45 @@ def test_links_routes_checks_and_events(server: tuple[str, str]) -> None:
     assert code == 0 and "sha-tyo → tokyo" in out and "version 1" in out
     code, out, _ = _cli(server, "routes", "--site", "osaka")
     assert code == 3
-    code, out, _ = _cli(server, "links", "check")
-    assert code == 1  # Shanghai–Tokyo < 40 ms holds only on the primary
+    code, out, err = _cli(server, "links", "check")
+    assert code == 9  # a failed check, not a bug: Shanghai–Tokyo < 40 ms holds only on the primary
     assert "primary-only" in out and "the fabric's RTTs (nothing measured yet)" in out
+    assert "error: 1 site pair fails the check: shanghai–tokyo (primary-only)" in err
     code, out, _ = _cli(server, "events", "--kind", "link")
     assert code == 0
+
+
+def test_a_job_that_does_not_exist_is_named_whatever_its_id(server: tuple[str, str]) -> None:
+    for job_id in ("../../etc/passwd", "..", "j-nosuch"):
+        code, _, err = _cli(server, "cancel", job_id)
+        assert code == 3, err
+        assert "Not Found" not in err
+        assert job_id in err and "there is no job" in err
+    code, _, err = _cli(server, "jobs", "../sites")  # would have been GET /api/v1/sites
+    assert code == 3 and "there is no job '../sites'" in err
+
+
+def test_a_pasted_token_with_a_line_end_works_and_a_broken_one_is_named(
+    server: tuple[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from onecluster.cli import main
+
+    url, admin = server
+    argv = ["--state-dir", str(tmp_path), "--server", url, "sites", "--json"]
+    with pytest.raises(SystemExit) as info:
+        main(argv, {"ONECLUSTER_TOKEN": admin + "\r\n"})
+    assert info.value.code == 0, capsys.readouterr().err
+    assert "shanghai" in capsys.readouterr().out
+    (tmp_path / "admin.token").write_text(admin + "\r\n")  # a file saved with CRLF
+    with pytest.raises(SystemExit) as info:
+        main(argv, {})
+    assert info.value.code == 0, capsys.readouterr().err
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as info:
+        main(argv, {"ONECLUSTER_TOKEN": admin[:10] + " " + admin[10:]})
+    err = capsys.readouterr().err
+    assert info.value.code == 5
+    assert "the token from $ONECLUSTER_TOKEN is malformed: character 11 is a space" in err
+    assert "cannot reach" not in err and admin[10:] not in err
+    code, _, err = _cli(server, "sites", token=admin + "\x7f")
+    assert code == 5 and "the token from --token is malformed" in err

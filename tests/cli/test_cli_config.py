@@ -5,9 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
-from onecluster.cli._config import DEFAULT_SERVER, Environment, resolve_config
-from onecluster.errors import ValidationError
+from onecluster.cli import build_app
+from onecluster.cli._config import DEFAULT_SERVER, Environment, resolve_config, token_of
+from onecluster.errors import AuthError, ValidationError
 
 
 def _resolve(
@@ -57,3 +59,32 @@ def test_server_url_without_scheme_is_refused(tmp_path: Path) -> None:
 def test_empty_state_files_are_ignored(tmp_path: Path) -> None:
     (tmp_path / "admin.token").write_text("\n")
     assert _resolve(tmp_path) == (DEFAULT_SERVER, None)
+
+
+def test_whitespace_around_a_token_is_dropped_wherever_it_comes_from(tmp_path: Path) -> None:
+    env = Environment.from_mapping({"ONECLUSTER_TOKEN": "tok-env\r\n"})
+    assert _resolve(tmp_path, env=env)[1] == "tok-env"
+    assert _resolve(tmp_path, token=" tok-flag\n")[1] == "tok-flag"
+    assert Environment.from_mapping({"ONECLUSTER_TOKEN": " \n"}).token is None  # blank: unset
+
+
+def test_a_malformed_token_is_refused_where_it_is_used_naming_its_source(tmp_path: Path) -> None:
+    (tmp_path / "admin.token").write_text("oc_abc\x1bdef\n")
+    config = resolve_config(
+        server=None, token=None, state_dir=tmp_path, debug=False, environment=Environment()
+    )  # resolving alone refuses nothing: `simulate` needs no token
+    with pytest.raises(AuthError) as raised:
+        token_of(config)
+    assert raised.value.message == (
+        f"the token from {tmp_path / 'admin.token'} is malformed: "
+        "character 7 is a control character ('\\x1b')"
+    )
+
+
+def test_the_agent_refuses_a_malformed_token_before_it_starts(tmp_path: Path) -> None:
+    args = ["--server", "http://127.0.0.1:9", "--token", "oc_a b", "agent", "--site", "tokyo"]
+    args += ["--pool", "H100=8", "--work-dir", str(tmp_path / "work")]
+    result = CliRunner().invoke(build_app(), args)
+    assert result.exit_code == 5
+    assert "the token from --token is malformed: character 5 is a space" in result.stderr
+    assert not (tmp_path / "work").exists()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import typer
 from typer.testing import CliRunner
@@ -118,3 +120,13 @@ def test_option_values_that_make_an_invalid_body_are_exit_2() -> None:
     assert result.exit_code == 2
     assert "invalid value for dataset_gb" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_server_refuses_a_database_in_a_folder_that_does_not_exist(tmp_path: Path) -> None:
+    fabric = Path(__file__).resolve().parents[2] / "examples" / "fabrics" / "three-site.yaml"
+    db = tmp_path / "nonexistent" / "dir" / "x.db"
+    args = ["--state-dir", str(tmp_path / "state"), "server", "--fabric", str(fabric)]
+    result = CliRunner().invoke(build_app(), [*args, "--port", "0", "--db", f"sqlite:///{db}"])
+    assert result.exit_code == 2
+    assert f"{db.parent} does not exist" in result.stderr and "hint:" in result.stderr
+    assert list(tmp_path.iterdir()) == []  # nothing created, not even the state folder

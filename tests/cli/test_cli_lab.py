@@ -44,12 +44,13 @@ def test_lab_up_needs_a_fabric_or_a_site() -> None:
 
 
 def test_the_offline_planning_check_flags_a_plan_that_holds_only_on_the_primary() -> None:
-    code, out, _ = run("links", "check", "--fabric", THREE)
-    assert code == 1
+    code, out, err = run("links", "check", "--fabric", THREE)
+    assert code == 9  # its own exit code: 1 means a bug
     assert "primary-only" in out and "shanghai → singapore → tokyo" in out
+    assert "shanghai–tokyo (primary-only)" in err
     code, out, _ = run("links", "check", "--fabric", METRO, "--json")
     checks = {(c["a"], c["b"]): c for c in json.loads(out)}
     assert checks[("metro-east", "metro-west")]["verdict"] == "ok"
     assert checks[("metro-east", "metro-west")]["max_rtt_ms"] == 1.0
     failing = [c for c in checks.values() if c["max_rtt_ms"] is not None and c["verdict"] != "ok"]
-    assert code == (1 if failing else 0)
+    assert code == (9 if failing else 0)

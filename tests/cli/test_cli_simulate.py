@@ -120,3 +120,33 @@ def test_load_and_time_scale_are_exclusive(tmp_path: Path) -> None:
     )
     assert result.exit_code == 2
     assert "give one of them" in result.stderr
+
+
+def test_the_window_utilization_stands_beside_the_makespans_with_the_reason() -> None:
+    """`--load 1.0` said "offered load 100%" and then only "gpu_utilization 0.43"."""
+    args = ["simulate", "--fabric", FABRIC, "--generate", "400", "--load", "1.0"]
+    table = CliRunner().invoke(
+        build_app(), [*args, "--max-duration", "3600"], env={"COLUMNS": "200"}
+    )
+    assert table.exit_code == 0, table.stderr
+    rows = dict(line.split() for line in table.stdout.splitlines()[1:15] if len(line.split()) == 2)
+    assert float(rows["window_utilization"]) > float(rows["gpu_utilization"])
+    assert float(rows["arrival_span_s"]) < float(rows["makespan_s"])
+    note = " ".join(table.stdout.split())
+    assert "window_utilization: the same over the arrival span" in note
+    assert "late jobs run on after the span" in note
+    body = json.loads(
+        CliRunner().invoke(build_app(), [*args, "--json", "--max-duration", "3600"]).stdout
+    )
+    assert body["window_utilization"] == float(rows["window_utilization"])
+    assert body["arrival_span_s"] == float(rows["arrival_span_s"])
+
+
+def test_a_trace_with_no_gpu_job_is_refused(tmp_path: Path) -> None:
+    cpu_only = tmp_path / "cpu.csv"
+    cpu_only.write_text(HEADER + "\npod-1,1,1,0,0,,LS,Running,0,10,0\n", encoding="utf-8")
+    result = CliRunner().invoke(
+        build_app(), ["simulate", "--fabric", FABRIC, "--trace", str(cpu_only)]
+    )
+    assert result.exit_code == 2
+    assert f"{cpu_only} holds no GPU job to simulate" in result.stderr

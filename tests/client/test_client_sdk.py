@@ -18,7 +18,7 @@ from onecluster.errors import (
     UnavailableError,
     ValidationError,
 )
-from onecluster.schema import JobSubmit
+from onecluster.schema import AgentSync, JobSubmit
 
 
 def answering(status: int, body: object) -> Client:
@@ -105,3 +105,71 @@ def test_an_unreachable_server_is_unavailable_with_a_hint() -> None:
         client.health()
     assert raised.value.hint is not None
     assert "onecluster server" in raised.value.hint
+
+
+def _recording(seen: list[httpx.Request]) -> httpx.MockTransport:
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        body = {"error": {"code": "not_found", "message": "there is no job x"}}
+        return httpx.Response(404, json=body)
+
+    return httpx.MockTransport(handler)
+
+
+@pytest.mark.parametrize("token", ["tok\n", "tok\r\n", "  tok\t", "tok "])
+def test_whitespace_around_a_token_is_dropped(token: str) -> None:
+    seen: list[httpx.Request] = []
+    client = Client("http://onecluster.test", token, transport=_recording(seen))
+    with client, pytest.raises(NotFoundError):
+        client.job("j-1")
+    assert seen[0].headers["Authorization"] == "Bearer tok"
+
+
+@pytest.mark.parametrize(
+    ("token", "words"),
+    [
+        ("oc_ab cd", "character 6 is a space"),
+        ("oc_ab\ncd", "character 6 is whitespace ('\\n')"),
+        ("oc_ab\x00cd", "character 6 is a control character"),
+        ("oc_abécd", "character 6 is not ASCII"),
+        (" \n", "empty or only whitespace"),
+    ],
+)
+def test_a_malformed_token_is_an_auth_error_not_an_unreachable_server(
+    token: str, words: str
+) -> None:
+    """Before: httpx refused the header, and the SDK said "cannot reach the server"."""
+    with pytest.raises(AuthError, match=r"malformed|empty") as raised:
+        Client("http://onecluster.test", token)
+    assert words in raised.value.message
+    assert "cd" not in raised.value.message  # the secret is never echoed
+
+
+@pytest.mark.parametrize(
+    ("job_id", "path"),
+    [
+        ("..", "/api/v1/jobs/%2E%2E/cancel"),
+        (".", "/api/v1/jobs/%2E/cancel"),
+        ("a b?c#d", "/api/v1/jobs/a%20b%3Fc%23d/cancel"),
+        ("j-1%2F..", "/api/v1/jobs/j-1%252F%2E%2E/cancel"),
+    ],
+)
+def test_a_job_id_is_always_one_path_segment(job_id: str, path: str) -> None:
+    seen: list[httpx.Request] = []
+    client = Client("http://onecluster.test", "tok", transport=_recording(seen))
+    with client, pytest.raises(NotFoundError):
+        client.cancel(job_id)
+    assert seen[0].url.raw_path.decode() == path
+
+
+@pytest.mark.parametrize("job_id", ["../../etc/passwd", "a/b", ""])
+def test_an_id_no_route_could_address_is_not_found_by_name(job_id: str) -> None:
+    seen: list[httpx.Request] = []
+    with Client("http://onecluster.test", "tok", transport=_recording(seen)) as client:
+        for call in (client.job, client.cancel, client.logs):
+            with pytest.raises(NotFoundError) as raised:
+                call(job_id)
+            assert raised.value.message == f"there is no job {job_id!r}"
+        with pytest.raises(NotFoundError, match="there is no site"):
+            client.agent_sync(job_id, AgentSync(agent_id="a"))
+    assert seen == []  # nothing was sent: the server would route it somewhere else

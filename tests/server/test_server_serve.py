@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import signal
 import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
+import httpx
 import pytest
+from typer.testing import CliRunner
 
+from onecluster.cli import build_app
 from onecluster.errors import UnavailableError, ValidationError
 from onecluster.fabric import load_fabric
 from onecluster.server import ServerConfig, serve
@@ -40,3 +48,71 @@ def test_bad_settings_are_refused_before_serving(
 ) -> None:
     with pytest.raises(ValidationError, match=words):
         serve(config(tmp_path, port=0, **kw))
+
+
+def test_a_sqlite_file_in_a_folder_that_does_not_exist_is_refused_creating_nothing(
+    tmp_path: Path,
+) -> None:
+    missing = tmp_path / "nonexistent" / "dir"
+    with pytest.raises(ValidationError) as raised:
+        serve(config(tmp_path, port=0, db_url=f"sqlite:///{missing / 'x.db'}"))
+    assert raised.value.message == (
+        f"the SQLite database {missing / 'x.db'} cannot be created: {missing} does not exist"
+    )
+    assert list(tmp_path.iterdir()) == []  # neither that folder nor the state folder
+
+
+def _server(state: Path, *extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [
+            *(sys.executable, "-m", "onecluster.cli", "--state-dir", str(state), "server"),
+            *("--fabric", str(FABRIC), "--port", "0", *extra),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def _wait_for(condition: Callable[[], bool], what: str, proc: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + 60
+    while not condition():
+        if proc.poll() is not None:
+            raise AssertionError(f"the server exited before {what}: {proc.communicate()[0]}")
+        assert time.monotonic() < deadline, f"timed out waiting until {what}"
+        time.sleep(0.05)
+
+
+@pytest.mark.integration
+def test_server_writes_the_url_it_listens_on_and_a_second_one_leaves_it_alone(
+    tmp_path: Path,
+) -> None:
+    state = tmp_path / "state"
+    url_file = state / "server.url"
+    first = _server(state)
+    try:
+        _wait_for(url_file.exists, "server.url appears", first)
+        url = url_file.read_text().strip()
+        assert url.startswith("http://127.0.0.1:") and not url.endswith(":0")  # the real port
+        assert httpx.get(f"{url}/healthz", timeout=5).json() == {"status": "ok"}
+        # the CLI in that folder finds it with no --server
+        sites = CliRunner().invoke(build_app(), ["--state-dir", str(state), "sites", "--json"])
+        assert sites.exit_code == 0, sites.stderr
+
+        second = _server(state)
+        out, _ = second.communicate(timeout=60)
+        assert second.returncode == 4, out
+        assert f"another onecluster server is using the state folder {state}" in out
+        assert f"(it listens on {url})" in out
+        assert url_file.read_text().strip() == url  # not clobbered
+        assert httpx.get(f"{url}/healthz", timeout=5).status_code == 200
+    finally:
+        first.send_signal(signal.SIGTERM)
+        first.communicate(timeout=30)
+    assert not url_file.exists()  # a clean stop removes it
+    again = _server(state)  # and the folder is free again
+    try:
+        _wait_for(url_file.exists, "the restarted server writes server.url", again)
+    finally:
+        again.send_signal(signal.SIGTERM)
+        again.communicate(timeout=30)

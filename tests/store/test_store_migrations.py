@@ -59,7 +59,7 @@ def test_a_first_version_database_upgrades_in_place_keeping_its_rows(tmp_path: P
 
 
 def test_sqlite_runs_in_wal_mode_with_a_busy_timeout(tmp_path: Path) -> None:
-    engine = make_engine(f"sqlite:///{tmp_path / 'sub' / 'b.db'}")
+    engine = make_engine(f"sqlite:///{tmp_path / 'b.db'}")
     with engine.connect() as conn:
         assert conn.exec_driver_sql("PRAGMA journal_mode").scalar_one() == "wal"
         assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar_one() == 30000

@@ -95,3 +95,30 @@ def test_reads_the_real_trace() -> None:
     assert all(j.duration_s > 0 and j.gpus in (1, 2, 4, 8) for j in jobs)
     counts = {t: sum(j.team == t for j in jobs) for t in ("llm", "vision", "speech")}
     assert min(counts.values()) > 1800  # the hash splits pods roughly evenly
+
+
+def test_a_pod_list_with_columns_missing_names_the_pod_lists_columns(tmp_path: Path) -> None:
+    path = tmp_path / "pods.csv"
+    path.write_text("name,num_gpu,creation_time\npod-a,1,5\n")
+    assert trace_format(path) == "alibaba"
+    with pytest.raises(TraceError) as raised:
+        load_trace(path)
+    message = raised.value.message
+    assert str(path) in message and "line 1" in message and "Alibaba v2023 pod list" in message
+    for column in ("gpu_spec", "qos", "deletion_time", "scheduled_time"):
+        assert repr(column) in message
+    assert "submit_time" not in message  # not the project's own columns
+
+
+def test_a_negative_gpu_count_is_a_bad_line_not_a_cpu_pod() -> None:
+    rows = [*ROWS, "pod-g,1000,100,-2,1000,,LS,Running,170,900,170"]
+    with pytest.raises(TraceError) as raised:
+        parse_alibaba([HEADER, *rows], source="pods.csv")
+    assert raised.value.message == "pods.csv has 1 bad line: line 8: num_gpu is negative (-2)"
+
+
+def test_a_pod_list_with_only_a_header_is_an_error_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "pods.csv"
+    path.write_text(HEADER + "\n\n")
+    with pytest.raises(TraceError, match=r"pods\.csv has a header \(line 1\) and no rows"):
+        load_trace(path)

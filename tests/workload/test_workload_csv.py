@@ -108,3 +108,17 @@ def test_hundred_thousand_rows_read_quickly() -> None:
     assert len(jobs) == 100_000
     assert jobs[-1].gpus == 1 + 99_999 % 8
     assert elapsed < 5.0  # generous: about 0.5 s on the 2-core development machine
+
+
+def test_a_trace_with_only_a_header_is_an_error_naming_the_file_and_line() -> None:
+    with pytest.raises(TraceError) as raised:
+        parse_trace(["submit_time,duration,num_gpus,team", ""], source="t.csv")
+    assert raised.value.message == (
+        "t.csv has a header (line 1) and no rows after it: there is no job to read"
+    )
+
+
+def test_a_negative_gpu_count_names_the_file_and_line() -> None:
+    lines = ["submit_time,duration,num_gpus,team", "0,60,2,llm", "5,60,-8,llm"]
+    with pytest.raises(TraceError, match=r"^t\.csv has 1 bad line: line 3: .*-8"):
+        parse_trace(lines, source="t.csv")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from onecluster.cli._config import config_of
+from onecluster.cli._config import config_of, token_of
 from onecluster.errors import AuthError, ValidationError
 
 __all__ = ["register"]
@@ -92,7 +92,8 @@ def agent(
     from onecluster.agent import AgentConfig, run_agent
 
     config = config_of(ctx)
-    if config.token is None:
+    token = token_of(config)
+    if token is None:
         msg = f"the agent of {site} needs an agent token for its site"
         raise AuthError(msg, hint="pass --token or set ONECLUSTER_TOKEN (an admin mints one)")
     _setup_logging()
@@ -100,7 +101,7 @@ def agent(
         AgentConfig(
             site=site,
             server_url=config.server,
-            token=config.token,
+            token=token,
             backend=backend,
             pools=_pools(pool) if pool else None,
             fabric_path=fabric,

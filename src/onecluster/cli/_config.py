@@ -3,9 +3,12 @@
 Resolution, first match wins (documented in ``docs/cli.md``):
 
 * server URL: ``--server`` → ``ONECLUSTER_SERVER`` → ``<state-dir>/server.url`` (written by
-  ``onecluster up``) → ``http://127.0.0.1:8080``;
+  the server running on that state folder, ``onecluster server`` or ``up``) →
+  ``http://127.0.0.1:8080``;
 * token: ``--token`` → ``ONECLUSTER_TOKEN`` → ``<state-dir>/admin.token`` (written by
-  ``onecluster up``) → none.
+  the server at its first start) → none.  Whitespace around a token (a file's newline, a
+  pasted CRLF) is dropped; one with whitespace or control characters inside is refused,
+  naming where it came from (:func:`onecluster.client.usable_token`).
 
 The environment is read once, in :func:`onecluster.cli.main`, into an :class:`Environment`
 that is passed down; nothing here reads ``os.environ``.
@@ -22,7 +25,7 @@ import httpx
 import typer
 
 from onecluster.errors import ValidationError
-from onecluster.up import ADMIN_TOKEN_FILE, SERVER_URL_FILE
+from onecluster.state_dir import ADMIN_TOKEN_FILE, SERVER_URL_FILE
 
 if TYPE_CHECKING:
     from onecluster.client import Client
@@ -34,6 +37,7 @@ __all__ = [
     "Environment",
     "open_client",
     "resolve_config",
+    "token_of",
 ]
 
 DEFAULT_SERVER = "http://127.0.0.1:8080"
@@ -49,10 +53,10 @@ class Environment:
 
     @classmethod
     def from_mapping(cls, environ: Mapping[str, str]) -> Environment:
-        """Pick ``ONECLUSTER_SERVER`` and ``ONECLUSTER_TOKEN`` (empty counts as unset)."""
+        """Pick ``ONECLUSTER_SERVER`` and ``ONECLUSTER_TOKEN`` (empty or blank: unset)."""
         return cls(
-            server=environ.get("ONECLUSTER_SERVER") or None,
-            token=environ.get("ONECLUSTER_TOKEN") or None,
+            server=environ.get("ONECLUSTER_SERVER", "").strip() or None,
+            token=environ.get("ONECLUSTER_TOKEN", "").strip() or None,
         )
 
 
@@ -64,6 +68,8 @@ class CliConfig:
     token: str | None
     state_dir: Path
     debug: bool = False
+    #: Where ``token`` came from (``--token``, ``$ONECLUSTER_TOKEN`` or the file), for errors.
+    token_source: str | None = None
 
 
 def resolve_config(
@@ -74,11 +80,24 @@ def resolve_config(
     debug: bool,
     environment: Environment,
 ) -> CliConfig:
-    """Apply the resolution order above.  A state file that cannot be read is ignored."""
+    """Apply the resolution order above.  A state file that cannot be read is ignored.
+
+    Raises :class:`ValidationError` for a server URL that is not ``http(s)://…``.  A
+    malformed token is refused only where it is used (:func:`token_of`), so ``simulate``
+    does not care about a broken ``$ONECLUSTER_TOKEN``.
+    """
     resolved_server = (
         server or environment.server or _read_state(state_dir / SERVER_URL_FILE) or DEFAULT_SERVER
     )
-    resolved_token = token or environment.token or _read_state(state_dir / ADMIN_TOKEN_FILE)
+    token_file = state_dir / ADMIN_TOKEN_FILE
+    candidates = (
+        (token, "--token"),
+        (environment.token, "$ONECLUSTER_TOKEN"),
+        (_read_state(token_file), str(token_file)),
+    )
+    resolved_token, token_source = next(
+        ((value.strip(), where) for value, where in candidates if value), (None, None)
+    )
     if not resolved_server.startswith(("http://", "https://")):
         msg = f"server URL {resolved_server!r} must start with http:// or https://"
         raise ValidationError(msg, hint="e.g. --server http://127.0.0.1:8080")
@@ -92,6 +111,7 @@ def resolve_config(
         token=resolved_token,
         state_dir=state_dir,
         debug=debug,
+        token_source=token_source,
     )
 
 
@@ -109,7 +129,17 @@ def open_client(ctx: typer.Context) -> Client:
     from onecluster.client import Client
 
     config = config_of(ctx)
-    return Client(config.server, config.token)
+    return Client(config.server, token_of(config))
+
+
+def token_of(config: CliConfig) -> str | None:
+    """The resolved token, checked: :class:`AuthError` naming its source if it is malformed
+    (whitespace or control characters inside)."""
+    from onecluster.client import usable_token
+
+    if config.token is None:
+        return None
+    return usable_token(config.token, source=f"the token from {config.token_source or 'the CLI'}")
 
 
 def _read_state(path: Path) -> str | None:

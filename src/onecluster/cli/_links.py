@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from onecluster.cli._config import open_client
+from onecluster.cli._errors import CheckFailedError
 from onecluster.cli._render import format_age, format_time, out_console
 from onecluster.schema import LinkOut, PairCheckOut, RouteTableOut
 
@@ -124,7 +125,7 @@ def check(
 ) -> None:
     """Primary and backup RTT of every site pair against the latency objectives.
 
-    Exits 1 when an objective fails on either path or a pair cannot be reached at all.
+    Exits 9 when an objective fails on either path or a pair cannot be reached at all.
     """
     if fabric is not None:
         checks = _offline(fabric)
@@ -146,7 +147,12 @@ def check(
         if c.verdict == "unreachable" or (c.max_rtt_ms is not None and c.verdict != "ok")
     ]
     if failing:
-        raise typer.Exit(1)
+        pairs = ", ".join(f"{c.a}–{c.b} ({c.verdict})" for c in failing)
+        noun = "pair fails" if len(failing) == 1 else "pairs fail"
+        msg = f"{len(failing)} site {noun} the check: {pairs}"
+        raise CheckFailedError(
+            msg, hint="docs/links.md (Planning check) says what each verdict means"
+        )
 
 
 def _offline(path: Path) -> list[PairCheckOut]:

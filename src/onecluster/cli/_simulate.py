@@ -6,7 +6,7 @@ import dataclasses
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.table import Table
@@ -81,6 +81,12 @@ def simulate(
         seed=seed,
         warnings=warn.print,
     )
+    if not jobs:
+        skipped = f" after skipping {skip}" if skip else ""
+        msg = f"{trace} holds no GPU job to simulate{skipped}"
+        raise ValidationError(
+            msg, hint="CPU pods (num_gpu 0) and pods never scheduled are left out"
+        )
     if load is not None:
         jobs, scale = at_load(jobs, fabric.total_gpus, load)
         warn.print(f"arrivals compressed ×{scale:.3g} to an offered load of {load:.0%}")
@@ -105,16 +111,19 @@ def simulate(
         "jobs_completed",
         "jobs_rejected",
         "gpu_utilization",
+        "window_utilization",
         "mean_wait_s",
         "p95_wait_s",
         "mean_jct_s",
         "p95_jct_s",
         "preemptions",
         "makespan_s",
+        "arrival_span_s",
         "sim_wall_s",
     ):
         summary.add_row(key, str(body[key]))
     console.print(summary)
+    console.print(_utilization_note(body), soft_wrap=False)
     console.print(_breakdown("team", body["teams"]))
     console.print(_breakdown("site", body["sites"]))
 
@@ -167,6 +176,17 @@ def _jobs(
     return [
         dataclasses.replace(j, gpu_types=tuple(t for t in j.gpu_types if t in known)) for j in jobs
     ]
+
+
+def _utilization_note(body: dict[str, Any]) -> str:
+    """Why neither utilisation is the offered load (docs/workload.md, "Offered load")."""
+    return (
+        "gpu_utilization: busy GPU-time ÷ (GPUs × makespan, first arrival to last completion, "
+        f"{body['makespan_s']:,.0f} s); window_utilization: the same over the arrival span "
+        f"({body['arrival_span_s']:,.0f} s).  An offered load counts each job's whole GPU-time "
+        "against the arrival span, but GPUs fill up only as jobs arrive and late jobs run on "
+        "after the span: both approach the load when the span is long beside the run times."
+    )
 
 
 def _breakdown(kind: str, rows: dict[str, dict[str, object]]) -> Table:

@@ -2,5 +2,6 @@
 
 from onecluster.client._client import Client
 from onecluster.client._errors import error_from_response
+from onecluster.client._token import usable_token
 
-__all__ = ["Client", "error_from_response"]
+__all__ = ["Client", "error_from_response", "usable_token"]

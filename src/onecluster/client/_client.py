@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from types import TracebackType
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import httpx
 from pydantic import BaseModel, TypeAdapter
 
 from onecluster.client._errors import error_from_response
-from onecluster.errors import UnavailableError
+from onecluster.client._token import usable_token
+from onecluster.errors import NotFoundError, UnavailableError
 from onecluster.schema import (
     AgentSync,
     AgentSyncReply,
@@ -38,8 +40,10 @@ class Client:
     """A connection to a onecluster server.
 
     Every method raises the :mod:`onecluster.errors` class the server answered with (same
-    ``code``), or :class:`UnavailableError` when the server cannot be reached.  Not
-    thread-safe: give each thread its own client.
+    ``code``), or :class:`UnavailableError` when the server cannot be reached.  A job id or
+    site name is always one path segment (quoted), so no value can change the route; one
+    that no route could address (``a/b``, empty) is a :class:`NotFoundError` without asking.
+    Not thread-safe: give each thread its own client.
     """
 
     def __init__(
@@ -50,8 +54,12 @@ class Client:
         timeout: float = 10.0,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        """``transport`` replaces the network (e.g. ``httpx.MockTransport`` in tests)."""
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        """``transport`` replaces the network (e.g. ``httpx.MockTransport`` in tests).
+
+        Whitespace around ``token`` is dropped; :class:`AuthError` if it is malformed (see
+        :func:`usable_token`).
+        """
+        headers = {"Authorization": f"Bearer {usable_token(token)}"} if token else {}
         self.base_url = base_url.rstrip("/")
         self._http = httpx.Client(
             base_url=self.base_url, headers=headers, timeout=timeout, transport=transport
@@ -111,15 +119,15 @@ class Client:
 
     def job(self, job_id: str) -> JobOut:
         """One job."""
-        return self._get(f"{_PREFIX}/jobs/{job_id}", _JOB)
+        return self._get(f"{_PREFIX}/jobs/{_segment(job_id, 'job')}", _JOB)
 
     def cancel(self, job_id: str) -> JobOut:
         """Cancel a job (:class:`ConflictError` if it already ended)."""
-        return self._post(f"{_PREFIX}/jobs/{job_id}/cancel", _JOB)
+        return self._post(f"{_PREFIX}/jobs/{_segment(job_id, 'job')}/cancel", _JOB)
 
     def logs(self, job_id: str, offset: int = 0) -> LogsOut:
         """A job's log from ``offset``."""
-        return self._get(f"{_PREFIX}/jobs/{job_id}/logs", _LOGS, offset=offset)
+        return self._get(f"{_PREFIX}/jobs/{_segment(job_id, 'job')}/logs", _LOGS, offset=offset)
 
     def stats(self) -> StatsOut:
         """The cluster snapshot."""
@@ -153,7 +161,7 @@ class Client:
 
     def agent_sync(self, site: str, body: AgentSync) -> AgentSyncReply:
         """One agent sync of ``site`` (agent token of that site)."""
-        return self._post(f"{_PREFIX}/agents/{site}/sync", _SYNC_REPLY, body)
+        return self._post(f"{_PREFIX}/agents/{_segment(site, 'site')}/sync", _SYNC_REPLY, body)
 
     # -- lifetime -------------------------------------------------------------------------
 
@@ -171,6 +179,15 @@ class Client:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _segment(value: str, kind: str) -> str:
+    """``value`` as one quoted path segment; dots too, so ``..`` is a name, not a step up."""
+    if not value or "/" in value:
+        # The server routes on the decoded path: such a value cannot name anything.
+        msg = f"there is no {kind} {value!r}"
+        raise NotFoundError(msg, hint=f"list {kind}s with `onecluster {kind}s`")
+    return quote(value, safe="").replace(".", "%2E")
 
 
 _STR_MAP = TypeAdapter(dict[str, str])

@@ -34,7 +34,6 @@ from onecluster.lab._flows import FlowSample, run_flow
 from onecluster.lab._plan import BRIDGE_IP, CircuitPlan, LabPlan, check_lab_name, plan_lab
 from onecluster.lab._state import LabState, ProcessRecord
 from onecluster.launch import (
-    ADMIN_TOKEN_FILE,
     Launcher,
     admin_token,
     free_port,
@@ -51,6 +50,7 @@ from onecluster.network import (
     netns_pids,
 )
 from onecluster.process import stop_pids
+from onecluster.state_dir import ADMIN_TOKEN_FILE
 
 __all__ = ["DEFAULT_ROOT", "CircuitStatus", "FlowSample", "Lab", "LabStatus", "SiteStatus"]
 

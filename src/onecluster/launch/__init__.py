@@ -5,8 +5,6 @@ both.  The primitives it stands on (``/proc``, signals) are :mod:`onecluster.pro
 
 from onecluster.launch._launcher import Launched, Launcher, StopReport, log_tail
 from onecluster.launch._stack import (
-    ADMIN_TOKEN_FILE,
-    SERVER_URL_FILE,
     StartedServer,
     admin_token,
     free_port,
@@ -16,8 +14,6 @@ from onecluster.launch._stack import (
 )
 
 __all__ = [
-    "ADMIN_TOKEN_FILE",
-    "SERVER_URL_FILE",
     "Launched",
     "Launcher",
     "StartedServer",

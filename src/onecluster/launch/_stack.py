@@ -15,6 +15,7 @@ from onecluster.client import Client
 from onecluster.errors import UnavailableError
 from onecluster.launch._launcher import Launched, Launcher, log_tail
 from onecluster.schema import TokenCreate
+from onecluster.state_dir import ADMIN_TOKEN_FILE, SERVER_URL_FILE
 
 __all__ = [
     "ADMIN_TOKEN_FILE",
@@ -29,8 +30,6 @@ __all__ = [
 
 #: Files in a server's state directory for the CLI to find (see ``docs/cli.md``): the
 #: bootstrap admin token (written by the server) and the URL of the running server.
-ADMIN_TOKEN_FILE = "admin.token"  # noqa: S105 (a file name, not a secret)
-SERVER_URL_FILE = "server.url"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -83,7 +82,7 @@ def start_server(
 
 
 def wait_server(launcher: Launcher, server: StartedServer, *, timeout_s: float) -> None:
-    """Until ``/healthz`` answers (then write ``server.url`` into its state directory);
+    """Until ``/healthz`` answers (the server then has written ``server.url``);
     :class:`BackendError` if a process of the stack exits meanwhile, :class:`UnavailableError`
     after ``timeout_s``."""
 
@@ -94,7 +93,6 @@ def wait_server(launcher: Launcher, server: StartedServer, *, timeout_s: float) 
 
     with Client(server.url, timeout=2.0) as anonymous:
         launcher.wait_until(lambda: _answers(anonymous), timeout_s=timeout_s, failure=failure)
-    (server.state_dir / SERVER_URL_FILE).write_text(server.url + "\n", encoding="utf-8")
 
 
 def _answers(client: Client) -> bool:

@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi_offline import FastAPIOffline
 
 from onecluster.clock import Clock, SystemClock
 from onecluster.server import _routes_agents, _routes_cluster, _routes_jobs, _routes_links
@@ -27,6 +28,10 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> FastAPI:
     reconcile loop until shutdown.  While running, ``app.state.control`` is the
     :class:`ControlPlane`, ``app.state.reconciler`` the :class:`Reconciler` and
     ``app.state.submissions`` the :class:`SubmissionWriter` (group commit of submissions).
+
+    ``/docs`` (Swagger UI) and ``/redoc`` load their scripts and styles from the server
+    itself (``/static-offline-docs/``, shipped by ``fastapi-offline``), never from a CDN, so
+    they work on a host without Internet access.
     """
     the_clock: Clock = clock if clock is not None else SystemClock()
 
@@ -52,7 +57,7 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> FastAPI:
             app.state.control = None
             control.close()
 
-    app = FastAPI(
+    app = FastAPIOffline(
         title="onecluster",
         summary="GPU clusters in several data centres, run as one cluster.",
         version="0.1.0",

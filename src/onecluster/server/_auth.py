@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from onecluster.errors import AuthError, ForbiddenError
+from onecluster.state_dir import ADMIN_TOKEN_FILE
 from onecluster.store import Store, TokenRecord
 
 __all__ = ["Authenticator", "Principal", "bootstrap_admin_token", "hash_token", "new_secret"]
@@ -151,7 +152,7 @@ def bootstrap_admin_token(store: Store, state_dir: Path, now: float) -> Path | N
         return None
     secret = new_secret()
     state_dir.mkdir(parents=True, exist_ok=True)
-    path = state_dir / "admin.token"
+    path = state_dir / ADMIN_TOKEN_FILE
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
         f.write(secret + "\n")

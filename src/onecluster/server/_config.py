@@ -8,6 +8,7 @@ from pathlib import Path
 from onecluster.errors import ValidationError
 from onecluster.model import Fabric
 from onecluster.scheduler import PolicyConfig
+from onecluster.state_dir import DATABASE_FILE
 from onecluster.store import DEFAULT_LEASE_S
 
 __all__ = ["ServerConfig"]
@@ -55,4 +56,4 @@ class ServerConfig:
     @property
     def database_url(self) -> str:
         """``db_url``, or the SQLite file ``<state_dir>/onecluster.db``."""
-        return self.db_url or f"sqlite:///{self.state_dir / 'onecluster.db'}"
+        return self.db_url or f"sqlite:///{self.state_dir / DATABASE_FILE}"

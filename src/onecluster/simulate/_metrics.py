@@ -117,7 +117,8 @@ class Tally:
         """The frozen summary of the run."""
         makespan = max(self.last_completion - self.first_arrival, 0.0)
         capacity = self.total_gpus * makespan
-        window = self.total_gpus * max(self.last_arrival - self.first_arrival, 0.0)
+        span = max(self.last_arrival - self.first_arrival, 0.0)
+        window = self.total_gpus * span
         waits = [w for t in self.teams.values() for w in t.waits]
         jcts = [j for t in self.teams.values() for j in t.jcts]
         teams = {
@@ -159,6 +160,7 @@ class Tally:
             preemptions=self.preemptions,
             bytes_moved=self.bytes_moved,
             makespan_s=makespan,
+            arrival_span_s=span,
             busy_gpu_s=self.busy,
             lost_gpu_s=self.lost_gpu_s,
             passes=self.passes,

@@ -42,8 +42,10 @@ class SimResult:
 
     ``gpu_utilization`` = busy GPU-seconds (GPUs held, staging and preemption grace included)
     ÷ (the fabric's GPUs × ``makespan_s``, first arrival to last completion);
-    ``window_utilization`` counts only the span from the first to the last arrival, the
-    steady state without the ramp-down after the last arrival.  ``wait`` is the
+    ``window_utilization`` counts only the ``arrival_span_s`` from the first to the last
+    arrival, the steady state without the ramp-down after the last arrival.  Both stay under
+    the workload's offered load (its GPU-seconds ÷ (GPUs × arrival span)) by the work that
+    runs after the last arrival: the tail of jobs that started late in the span.  ``wait`` is the
     time a job spent queued, summed over its attempts; ``jct`` is submit to completion.
     ``lost_gpu_s`` is work thrown away by preemptions.  ``peak_usage`` maps ``site/type`` to
     the most GPUs ever held there at once (never above the pool's size).  ``warnings`` are
@@ -64,6 +66,7 @@ class SimResult:
     preemptions: int
     bytes_moved: int
     makespan_s: float
+    arrival_span_s: float
     busy_gpu_s: float
     lost_gpu_s: float
     passes: int
@@ -100,6 +103,7 @@ class SimResult:
             "preemptions",
             "bytes_moved",
             "makespan_s",
+            "arrival_span_s",
             "busy_gpu_s",
             "lost_gpu_s",
             "passes",

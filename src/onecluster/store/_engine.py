@@ -32,8 +32,9 @@ _BUSY_TIMEOUT_MS = 30_000
 def make_engine(url: str) -> Engine:
     """An engine for ``url`` (``sqlite:///path`` or ``postgresql+psycopg://…``).
 
-    A SQLite file's folder is created if missing.  Raises :class:`ValidationError` for a URL
-    that is not one of those two kinds.
+    Nothing is created: raises :class:`ValidationError` for a URL that is not one of those
+    two kinds, and for a SQLite file whose folder does not exist (a typo in a path must not
+    leave a tree of new folders behind; the server creates its own state folder).
     """
     try:
         parsed = make_url(url)
@@ -43,7 +44,7 @@ def make_engine(url: str) -> Engine:
     backend = parsed.get_backend_name()
     if backend == "sqlite":
         if parsed.database and parsed.database != ":memory:":
-            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+            _require_folder(Path(parsed.database))
         engine = create_engine(
             parsed,
             connect_args={"check_same_thread": False, "timeout": _BUSY_TIMEOUT_MS / 1000},
@@ -56,6 +57,16 @@ def make_engine(url: str) -> Engine:
         return create_engine(parsed, pool_size=16, max_overflow=16, pool_pre_ping=True)
     msg = f"database URL {url!r} names {backend!r}; onecluster supports SQLite and PostgreSQL"
     raise ValidationError(msg, hint="use sqlite:///path or postgresql+psycopg://…")
+
+
+def _require_folder(database: Path) -> None:
+    folder = database.parent
+    if not folder.is_dir():
+        what = "is not a folder" if folder.exists() else "does not exist"
+        msg = f"the SQLite database {database} cannot be created: {folder} {what}"
+        raise ValidationError(
+            msg, hint="create the folder first, or pass --db with one that exists"
+        )
 
 
 def _tune_sqlite(engine: Engine) -> None:

@@ -22,8 +22,6 @@ from onecluster.client import Client
 from onecluster.errors import BackendError, FabricError
 from onecluster.fabric import load_fabric
 from onecluster.launch import (
-    ADMIN_TOKEN_FILE,
-    SERVER_URL_FILE,
     Launcher,
     admin_token,
     free_port,
@@ -33,6 +31,7 @@ from onecluster.launch import (
 )
 from onecluster.model import Fabric
 from onecluster.schema import TokenCreate
+from onecluster.state_dir import ADMIN_TOKEN_FILE, DATABASE_FILE, SERVER_URL_FILE
 from onecluster.up._config import UpConfig
 from onecluster.up._live import PlainProgress, ViewState, render_summary, render_view
 from onecluster.up._replay import replay
@@ -41,8 +40,7 @@ from onecluster.up._workload import DemoWorkload, demo_workload
 
 __all__ = ["run_up"]
 
-#: The server's SQLite database in the state directory (the server's default name).
-DATABASE_FILE = "onecluster.db"
+#: What `up` puts in its state directory (removed before a run unless --keep-state).
 _OWN_ENTRIES = (
     "logs",
     "agents",

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from onecluster.errors import TraceError
+from onecluster.workload._csv import REQUIRED_COLUMNS
 from onecluster.workload._job import TraceJob
 from onecluster.workload._rows import RowErrors, read_lines, rows_of, select
 
@@ -37,10 +38,22 @@ ALIBABA_COLUMNS = (
 )
 
 
+#: Columns only the pod list has (the project's trace has none of them).
+_POD_LIST_ONLY = frozenset(
+    {"num_gpu", "gpu_milli", "cpu_milli", "memory_mib", "pod_phase"}
+    | {"creation_time", "deletion_time", "scheduled_time"}
+)
+
+
 def is_alibaba_header(header_line: str) -> bool:
-    """Whether a CSV header line is that of an Alibaba v2023 pod list."""
+    """Whether a CSV header line is that of an Alibaba v2023 pod list: it names a column only
+    the pod list has and none that the project's trace CSV requires.
+
+    A pod list with columns missing is still recognised, so that its error names the pod
+    list's missing columns rather than the project's.
+    """
     names = {c.strip().lower() for c in header_line.split(",")}
-    return {"num_gpu", "creation_time", "scheduled_time"} <= names
+    return bool(names & _POD_LIST_ONLY) and not names & set(REQUIRED_COLUMNS)
 
 
 def read_alibaba(
@@ -98,7 +111,13 @@ def parse_alibaba(
     if max_duration_s is not None and not max_duration_s > 0:
         msg = f"max_duration_s must be greater than 0 (got {max_duration_s})"
         raise TraceError(msg)
-    index, rows = rows_of(lines, source, ALIBABA_COLUMNS)
+    index, rows = rows_of(
+        lines,
+        source,
+        ALIBABA_COLUMNS,
+        kind="an Alibaba v2023 pod list",
+        hint=f"a pod list needs the columns {','.join(ALIBABA_COLUMNS)} (docs/workload.md)",
+    )
     i_name, i_gpu, i_spec, i_qos, i_create, i_delete, i_sched = (index[c] for c in ALIBABA_COLUMNS)
     width = max(index.values()) + 1
     homes = dict(home_sites or {})
@@ -110,8 +129,11 @@ def parse_alibaba(
             continue
         try:
             gpus = int(row[i_gpu])
-            if gpus <= 0:
+            if gpus < 0:
+                errors.add(line, f"num_gpu is negative ({gpus})")
                 continue
+            if gpus == 0:
+                continue  # a CPU pod
             if not row[i_sched].strip():
                 continue  # never scheduled: the trace gives it no run time
             created = float(row[i_create])

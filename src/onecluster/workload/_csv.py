@@ -37,7 +37,14 @@ def read_trace(path: str | Path) -> tuple[TraceJob, ...]:
 
 def parse_trace(lines: Iterable[str], *, source: str = "<trace>") -> tuple[TraceJob, ...]:
     """Parse trace CSV ``lines`` (see :func:`read_trace`); ``source`` names it in errors."""
-    index, rows = rows_of(lines, source, REQUIRED_COLUMNS)
+    index, rows = rows_of(
+        lines,
+        source,
+        REQUIRED_COLUMNS,
+        kind="a trace CSV",
+        hint=f"a trace CSV needs the columns {','.join(REQUIRED_COLUMNS)}; an Alibaba v2023 "
+        "pod list is recognised by its num_gpu, creation_time … columns (docs/workload.md)",
+    )
     errors = RowErrors(source)
     jobs: list[TraceJob] = []
     i_submit, i_dur, i_gpus, i_team = (index[c] for c in REQUIRED_COLUMNS)

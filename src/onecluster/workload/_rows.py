@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import csv
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -53,18 +53,20 @@ def read_lines(path: str | Path) -> list[str]:
 
 
 def rows_of(
-    lines: Iterable[str], source: str, required: Sequence[str]
-) -> tuple[dict[str, int], Iterator[tuple[int, list[str]]]]:
+    lines: Iterable[str], source: str, required: Sequence[str], *, kind: str, hint: str
+) -> tuple[dict[str, int], list[tuple[int, list[str]]]]:
     """Parse the header of CSV ``lines`` and return (column index, rows with line numbers).
 
-    Raises :class:`TraceError` if there is no header or a ``required`` column is missing.
-    Blank lines are skipped; a row's line number is 1-based and counts the header.
+    ``kind`` names the format in messages (``"a trace CSV"``), ``hint`` says what it needs.
+    Raises :class:`TraceError` if there is no header, a ``required`` column is missing, or
+    there is no row after the header.  Blank lines are skipped; a row's line number is
+    1-based and counts the header.
     """
     reader = csv.reader(iter(lines))
     header = next(reader, None)
     if not header:
-        msg = f"{source} is empty; a trace needs a header row naming its columns"
-        raise TraceError(msg, hint=f"the required columns are: {','.join(required)}")
+        msg = f"{source} is empty; {kind} needs a header row naming its columns"
+        raise TraceError(msg, hint=hint)
     index: dict[str, int] = {}
     for i, name in enumerate(header):
         index.setdefault(name.strip().lower(), i)
@@ -72,15 +74,13 @@ def rows_of(
     if missing:
         names = ", ".join(repr(c) for c in missing)
         noun = "column" if len(missing) == 1 else "columns"
-        msg = f"{source} lacks the required {noun} {names} in its header"
-        raise TraceError(msg, hint=f"the required columns are: {','.join(required)}")
-
-    def rows() -> Iterator[tuple[int, list[str]]]:
-        for row in reader:
-            if row and any(cell.strip() for cell in row):
-                yield reader.line_num, row
-
-    return index, rows()
+        msg = f"{source} is read as {kind} but its header (line 1) lacks the {noun} {names}"
+        raise TraceError(msg, hint=hint)
+    rows = [(reader.line_num, row) for row in reader if row and any(cell.strip() for cell in row)]
+    if not rows:
+        msg = f"{source} has a header (line 1) and no rows after it: there is no job to read"
+        raise TraceError(msg, hint="add one job per line under the header")
+    return index, rows
 
 
 def select(
