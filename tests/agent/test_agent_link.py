@@ -78,3 +78,13 @@ def test_a_failed_sync_changes_nothing_and_resends_the_same_logs(
     assert control_plane.syncs[-1]["attempts"][0]["exit_code"] == 0
     assert agent.statistics().started == 1
     agent.shutdown()
+
+
+def test_a_token_that_cannot_be_sent_is_refused_at_once_not_as_an_outage() -> None:
+    from onecluster.agent import ServerLink
+    from onecluster.errors import AuthError
+
+    with pytest.raises(AuthError, match="malformed"):
+        ServerLink("http://127.0.0.1:1", "oc_abc\ndef")
+    link = ServerLink("http://127.0.0.1:1", "oc_abc\n")  # a file's newline is dropped
+    link.close()

@@ -14,6 +14,7 @@ from typing import Protocol
 import httpx
 import pydantic
 
+from onecluster.client import usable_token
 from onecluster.errors import (
     AuthError,
     ConflictError,
@@ -48,13 +49,17 @@ class SyncLink(Protocol):
 
 
 class ServerLink:
-    """A :class:`SyncLink` over httpx with a bearer token and a per-request timeout."""
+    """A :class:`SyncLink` over httpx with a bearer token and a per-request timeout.
+
+    :class:`AuthError` at once for a token that cannot be sent (whitespace or control
+    characters inside it), rather than "cannot reach the server" on every sync.
+    """
 
     def __init__(self, server_url: str, token: str, *, timeout_s: float = 5.0) -> None:
         self._url = server_url.rstrip("/")
         self._http = httpx.Client(
             base_url=self._url,
-            headers={"Authorization": f"Bearer {token}"},
+            headers={"Authorization": f"Bearer {usable_token(token, source='the agent token')}"},
             timeout=timeout_s,
         )
 

@@ -23,8 +23,9 @@ class ServerConfig:
     whose lease runs out unrenewed is down, its attempts are lost and their jobs requeued
     elsewhere (its agent has stopped them by then).  It is the trade-off between how fast a
     lost site's work restarts elsewhere and how long an outage of this server (or of a
-    site's connection to it) running jobs survive: about ``lease_s − grace_s − 3 %`` of it
-    (``docs/architecture.md``, "No job runs twice").  ``grace_s``: how long an agent waits
+    site's connection to it) running jobs survive: about ``lease_s`` less 5 %, less the agents'
+    stop grace, less their retry interval (43 s at 60 s; ``docs/architecture.md``, "Jobs
+    outlive the control plane").  ``grace_s``: how long an agent waits
     between SIGTERM and SIGKILL when told to stop an attempt.
     """
 
