@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -258,3 +259,19 @@ def test_a_pasted_token_with_a_line_end_works_and_a_broken_one_is_named(
     assert "cannot reach" not in err and admin[10:] not in err
     code, _, err = _cli(server, "sites", token=admin + "\x7f")
     assert code == 5 and "the token from --token is malformed" in err
+
+
+def test_sites_wait_up_names_the_sites_that_did_not_come_up(server: tuple[str, str]) -> None:
+    code, _, err = _cli(server, "sites", "--wait-up", "0.5")
+    assert code == 6
+    assert "not every site came up within 0.5 s" in err
+    assert "shanghai (unknown)" in err
+
+
+def test_submit_quiet_prints_only_the_job_id(server: tuple[str, str]) -> None:
+    code, out, _ = _cli(
+        server, "submit", "--quiet", "--team", "llm", "--gpus", "8", "--duration", "60", "--", "x"
+    )
+    assert code == 0
+    assert re.fullmatch(r"j-[0-9a-f]+\n", out), out
+    assert _cli(server, "cancel", out.strip())[0] == 0

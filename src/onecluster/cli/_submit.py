@@ -52,6 +52,12 @@ def submit(
         show_default=False,
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the job as JSON."),
+    quiet: bool = typer.Option(
+        False,
+        "--quiet",
+        "-q",
+        help="Print only the job id (for scripts: JOB=$(onecluster submit -q …)).",
+    ),
 ) -> None:
     """Submit a job; the scheduler picks the site."""
     from onecluster.schema import JobSubmit
@@ -77,5 +83,8 @@ def submit(
         job = client.submit(body)
     if as_json:
         typer.echo(json.dumps(job.model_dump(mode="json"), indent=2))
+        return
+    if quiet:
+        typer.echo(job.id)
         return
     out_console().print(f"submitted job [bold]{job.id}[/] ({job.name}, {job.state})")
