@@ -20,6 +20,7 @@ from onecluster.agent._lease import Lease
 from onecluster.backends import LocalBackend
 from onecluster.clock import ManualClock
 from onecluster.errors import ForbiddenError, PlatformError, UnavailableError
+from onecluster.model import AttemptState
 from onecluster.schema import AgentSync, AgentSyncReply, DesiredAttempt
 
 SITE = "sha"
@@ -28,15 +29,26 @@ SITE = "sha"
 class ScriptedLink:
     """A :class:`SyncLink` that answers with ``want`` while ``failure`` is None (FAKE server)."""
 
-    def __init__(self, lease_s: float) -> None:
+    def __init__(self, lease_s: float, clock: ManualClock) -> None:
         self.lease_s = lease_s
+        self.clock = clock
         self.want: list[DesiredAttempt] = []
         self.failure: PlatformError | None = None
+        self.hang_s = 0.0  # a frozen server: each call takes this long, then times out
         self.bodies: list[AgentSync] = []
         self.calls = 0
+        self.timeouts: list[tuple[float, float | None]] = []  # (when, timeout_s) per call
 
-    def agent_sync(self, site: str, body: AgentSync) -> AgentSyncReply:
+    def agent_sync(
+        self, site: str, body: AgentSync, *, timeout_s: float | None = None
+    ) -> AgentSyncReply:
         self.calls += 1
+        self.timeouts.append((self.clock.now(), timeout_s))
+        if self.hang_s:
+            # ServerLink's own timeout bounds a call given none: three phases of 5 s
+            self.clock.advance(min(self.hang_s, 15.0 if timeout_s is None else timeout_s))
+            msg = "the server did not answer in time"
+            raise UnavailableError(msg)
         if self.failure is not None:
             raise self.failure
         self.bodies.append(body)
@@ -71,7 +83,7 @@ class World:
 
     def __init__(self, tmp_path: Path, *, lease_s: float, stop_grace_s: float = 10.0) -> None:
         self.clock = ManualClock(1000.0)
-        self.link = ScriptedLink(lease_s)
+        self.link = ScriptedLink(lease_s, self.clock)
         self.work_dir = tmp_path / "agent"
         self.stop_grace_s = stop_grace_s
         self.pidfile = tmp_path / "pid"
@@ -124,10 +136,10 @@ def alive(pid: int) -> bool:
 
 
 def wait_dead(world: World, pid: int) -> None:
+    """Until the job's process is gone and its backend has reaped it."""
     deadline = time.monotonic() + 5
-    while alive(pid):
+    while alive(pid) or any(s.state is AttemptState.RUNNING for s in world.backend.poll()):
         assert time.monotonic() < deadline, "the job outlived its SIGKILL"
-        world.backend.poll()
         time.sleep(0.01)
 
 
@@ -198,18 +210,24 @@ def test_a_job_stopped_for_its_lease_stays_lost_when_the_agent_restarts_unheard(
     assert w.link.reported("a1") == {**(w.link.reported("a1") or {}), "state": "lost"}
 
 
-def test_no_sync_that_could_hang_past_the_lease_delays_the_kill(world: Any) -> None:
+def test_a_frozen_server_cannot_hold_a_sync_past_the_lease(world: Any) -> None:
+    # A stopped (SIGSTOP) server accepts connections and never answers: every sync waits for
+    # its timeout.  None may wait past the moment the agent must stop its jobs, or past the
+    # SIGKILL at its end of the lease.
     w = world(lease_s=60.0, stop_grace_s=10.0)
-    w.start_job()
+    pid = w.start_job()
     lease = w.agent.lease
     assert lease is not None
-    w.link.failure = UnavailableError("cut off")
-    w.run_for(lease.ends_at - 5.0 - w.clock.now())  # the request timeout is 5 s
-    calls = w.link.calls
-    w.run_for(4.9)
-    assert w.link.calls == calls
-    w.run_for(1.0)
-    assert w.link.calls > calls  # after the end of the lease it tries again
+    w.link.hang_s = 3600.0
+    calls = len(w.link.timeouts)
+    w.run_for(lease.ends_at - w.clock.now())
+    wait_dead(w, pid)
+    fence = lease.fence_at(10.0)
+    for when, timeout in w.link.timeouts[calls:]:
+        if when < lease.ends_at:
+            assert timeout is not None
+            deadline = fence if when < fence else lease.ends_at
+            assert when + timeout <= deadline + 1e-6, (when, timeout, deadline)
 
 
 def test_a_permanent_refusal_at_start_ends_the_agent_with_its_error(world: Any) -> None:

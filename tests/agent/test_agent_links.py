@@ -180,7 +180,9 @@ def test_a_circuit_falling_silent_makes_the_agent_sync_early(tmp_path: Path) -> 
     clock = ManualClock(1_000.0)  # the agent's turns; the probes run on real time
 
     class Link:
-        def agent_sync(self, site: str, body: AgentSync) -> AgentSyncReply:
+        def agent_sync(
+            self, site: str, body: AgentSync, *, timeout_s: float | None = None
+        ) -> AgentSyncReply:
             syncs.append(clock.now())
             return AgentSyncReply(
                 heartbeat_interval_s=1.0,

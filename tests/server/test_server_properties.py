@@ -75,7 +75,9 @@ class InProcessLink:
         self._machine = machine
         self._site = site
 
-    def agent_sync(self, site: str, body: AgentSync) -> AgentSyncReply:
+    def agent_sync(
+        self, site: str, body: AgentSync, *, timeout_s: float | None = None
+    ) -> AgentSyncReply:
         control = self._machine.control
         if control is None or self._site in self._machine.partitioned:
             msg = "the server cannot be reached"

@@ -62,6 +62,8 @@ _MIN_INTERVAL_S, _MAX_INTERVAL_S = 0.01, 60.0
 _ATTENTION_INTERVAL_S = 0.25
 #: The longest rest between turns of an agent that probes.
 _PROBE_TURN_S = 0.1
+#: A sync is not started with less time than this before a lease deadline.
+_MIN_SYNC_BUDGET_S = 0.2
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -83,8 +85,8 @@ class Agent:
     """Runs one site's attempts as the server desires them (``docs/contracts.md``).
 
     The server's ``heartbeat_interval_s`` (in every sync reply) replaces the configured one.
-    ``link`` replaces the HTTP link to the server (``server_url``/``token`` are then unused);
-    anything with ``agent_sync(site, body)`` and ``close()`` fits, such as the SDK's client.
+    ``link`` replaces the HTTP link to the server (``server_url``/``token`` are then unused):
+    any :class:`~onecluster.agent.SyncLink`.
     ``links`` probes the site's circuits and follows the server's route table
     (:mod:`onecluster.agent._links`); while a circuit just fell silent or recovered the agent
     syncs every 0.25 s, so the server hears of it, and reroutes, without waiting a heartbeat.
@@ -156,7 +158,7 @@ class Agent:
         the sync; nothing is started or stopped then and log cursors do not move.
         """
         statuses = self._backend.poll()
-        reply = self._report(statuses)
+        reply = self._report(statuses, timeout_s=self._sync_budget(self._clock.now()))
         actions = reconcile(
             reply.attempts,
             statuses,
@@ -168,7 +170,9 @@ class Agent:
         self._apply(actions)
         return reply
 
-    def _report(self, statuses: list[AttemptStatus]) -> AgentSyncReply:
+    def _report(
+        self, statuses: list[AttemptStatus], *, timeout_s: float | None = None
+    ) -> AgentSyncReply:
         batch = self._logs.collect(statuses)
         held = {s.attempt_id for s in statuses}
         attempts = [self._wire(s) for s in statuses]
@@ -193,7 +197,7 @@ class Agent:
             links=self._links.reports() if self._links else [],
             probe_clock_s=self._links.clock() if self._links else None,
         )
-        reply = self._link.agent_sync(self._site, body)
+        reply = self._link.agent_sync(self._site, body, timeout_s=timeout_s)
         self._logs.commit(batch)
         if self._links is not None:
             self._links.delivered(reply)
@@ -282,7 +286,12 @@ class Agent:
             reply = self.sync_once()
         except PlatformError as exc:
             self._failed_sync(exc, now)
-            return self._rest(now, min(self._interval, self._next_sync - now))
+            # The sync may have taken until a lease deadline: act on it now, not next turn.
+            after = self._clock.now()
+            self._fence_if_due(after)
+            if self._fenced:
+                self._backend.poll()  # SIGKILL whatever is due
+            return self._rest(after, min(self._interval, max(self._next_sync - after, 0.0)))
         if self._fenced:
             _log.warning(
                 "sync with %s works again; this agent holds the site again", self._server_url
@@ -343,12 +352,20 @@ class Agent:
             delay,
         )
 
+    def _sync_budget(self, now: float) -> float | None:
+        """How long a sync starting now may take: until the lease's next deadline — the
+        fence, or once fenced the SIGKILL at its end — which a hanging request must not
+        delay; ``None`` when no lease is at stake (none yet, or it ended)."""
+        lease = self._lease
+        if lease is None or now >= lease.ends_at:
+            return None
+        deadline = lease.ends_at if self._fenced else lease.fence_at(self._stop_grace_s)
+        return min(max(deadline - now, 0.0), self._request_timeout_s * 3)
+
     def _may_sync(self, now: float) -> bool:
-        """Whether a sync may start: one that could hang past the end of the lease while
-        attempts are being stopped would delay their SIGKILL, so none starts then."""
-        if not self._fenced or self._lease is None:
-            return True
-        return now + self._request_timeout_s <= self._lease.ends_at or now >= self._lease.ends_at
+        """Whether a sync may start: not in the last moments before a lease deadline."""
+        budget = self._sync_budget(now)
+        return budget is None or budget >= _MIN_SYNC_BUDGET_S
 
     def _rest(self, now: float, delay: float) -> float:
         """``delay``, shortened to wake up when the lease calls for it (fence, kill)."""

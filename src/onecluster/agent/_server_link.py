@@ -39,8 +39,14 @@ _BY_STATUS: dict[int, type[PlatformError]] = {
 class SyncLink(Protocol):
     """Something that delivers one sync body and returns the server's desired state."""
 
-    def agent_sync(self, site: str, body: AgentSync) -> AgentSyncReply:
-        """Send ``body`` for ``site``; raise a :class:`PlatformError` on any failure."""
+    def agent_sync(
+        self, site: str, body: AgentSync, *, timeout_s: float | None = None
+    ) -> AgentSyncReply:
+        """Send ``body`` for ``site``; raise a :class:`PlatformError` on any failure.
+
+        ``timeout_s``: the call must be over by then, answered or failed (``None``: the
+        link's own timeout) — the agent's lease may not wait for it.
+        """
         ...
 
     def close(self) -> None:
@@ -57,17 +63,27 @@ class ServerLink:
 
     def __init__(self, server_url: str, token: str, *, timeout_s: float = 5.0) -> None:
         self._url = server_url.rstrip("/")
+        self._timeout_s = timeout_s
         self._http = httpx.Client(
             base_url=self._url,
             headers={"Authorization": f"Bearer {usable_token(token, source='the agent token')}"},
             timeout=timeout_s,
         )
 
-    def agent_sync(self, site: str, body: AgentSync) -> AgentSyncReply:
-        """POST ``body``; the reply parsed, or the failure as a :class:`PlatformError`."""
+    def agent_sync(
+        self, site: str, body: AgentSync, *, timeout_s: float | None = None
+    ) -> AgentSyncReply:
+        """POST ``body``; the reply parsed, or the failure as a :class:`PlatformError`.
+
+        With ``timeout_s``, connecting, sending and reading each get a third of it (at most
+        the link's own timeout each), so the whole call is over by ``timeout_s``.
+        """
+        phase = self._timeout_s if timeout_s is None else min(self._timeout_s, timeout_s / 3)
         try:
             response = self._http.post(
-                f"/api/v1/agents/{site}/sync", json=body.model_dump(mode="json")
+                f"/api/v1/agents/{site}/sync",
+                json=body.model_dump(mode="json"),
+                timeout=httpx.Timeout(phase),
             )
         except httpx.HTTPError as exc:
             msg = f"cannot reach the onecluster server at {self._url}: {exc or type(exc).__name__}"
