@@ -21,6 +21,7 @@ from onecluster.backends import LocalBackend
 from onecluster.clock import ManualClock
 from onecluster.errors import ForbiddenError, PlatformError, UnavailableError
 from onecluster.model import AttemptState
+from onecluster.process import alive
 from onecluster.schema import AgentSync, AgentSyncReply, DesiredAttempt
 
 SITE = "sha"
@@ -125,14 +126,6 @@ class World:
 
     def close(self) -> None:
         self.backend.close(grace_s=0.1)
-
-
-def alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
 
 
 def wait_dead(world: World, pid: int) -> None:

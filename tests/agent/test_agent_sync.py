@@ -17,6 +17,7 @@ import pytest
 
 from onecluster.agent import Agent
 from onecluster.backends import LocalBackend
+from onecluster.process import alive
 
 TOKEN = "agent-token-sha"
 SITE = "sha"
@@ -82,14 +83,6 @@ def wait_file(path: Path, text: str, timeout: float = 5.0) -> None:
         if time.monotonic() > deadline:
             pytest.fail(f"{path} never contained {text!r}")
         time.sleep(0.01)
-
-
-def alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
 
 
 def test_sync_body_follows_the_contract(control_plane: Any, start_agent: Any) -> None:

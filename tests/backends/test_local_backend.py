@@ -17,6 +17,7 @@ from onecluster.backends import AttemptSpec, AttemptStatus, ClusterBackend, Loca
 from onecluster.clock import ManualClock
 from onecluster.errors import BackendError, ValidationError
 from onecluster.model import AttemptState
+from onecluster.process import alive
 
 # A child that says it is ready, then idles in short sleeps so a trap runs promptly.
 _IDLE = "echo ready; while :; do sleep 0.05; done"
@@ -42,15 +43,6 @@ def wait_exited(backend: LocalBackend, attempt_id: str) -> AttemptStatus:
 
 def log_of(backend: LocalBackend, attempt_id: str) -> str:
     return backend.read_logs(attempt_id, 0).data
-
-
-def alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie waiting for a reaper counts as dead)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
 
 
 def spec(attempt_id: str, script: str, gpus: int = 1, **env: str) -> AttemptSpec:
