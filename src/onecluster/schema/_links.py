@@ -6,8 +6,9 @@ from __future__ import annotations
 import ipaddress
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, Field
 
+from onecluster.schema._bounds import REPORT, Count
 from onecluster.topology import PairCheck
 
 __all__ = [
@@ -56,9 +57,9 @@ class ProbeSample(BaseModel):
     clock (the sync's ``probe_clock_s`` relates it to the server's time) and its RTT
     (``None``: lost)."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = REPORT
 
-    seq: int = Field(ge=0)
+    seq: Count
     sent_s: float = Field(allow_inf_nan=False)
     rtt_ms: float | None = Field(default=None, ge=0, allow_inf_nan=False)
 
@@ -67,12 +68,14 @@ class LinkReport(BaseModel):
     """What an agent measured on one circuit of its site (window figures in milliseconds)
     and the probes finished since its last acknowledged report, oldest first."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = REPORT
 
-    circuit: str = Field(min_length=1)
-    endpoint: Endpoint = Field(description="ADDRESS:PORT of this site's probe socket")
-    sent: int = Field(default=0, ge=0)
-    lost: int = Field(default=0, ge=0)
+    circuit: str = Field(min_length=1, max_length=63)
+    endpoint: Endpoint = Field(
+        description="ADDRESS:PORT of this site's probe socket", max_length=21
+    )
+    sent: Count = 0
+    lost: Count = 0
     loss: float = Field(default=0.0, ge=0, le=1, allow_inf_nan=False)
     rtt_min_ms: float | None = _Ms
     rtt_p50_ms: float | None = _Ms
