@@ -10,6 +10,7 @@ from onecluster.schema._bounds import (
     MAX_LOG_CHARS,
     REPORT,
     Count,
+    ExitCode,
     GpuCount,
     GpuType,
     Id,
@@ -39,8 +40,7 @@ class AttemptReport(BaseModel):
     attempt_id: Id
     job_id: Id
     state: Literal["running", "exited", "lost"]
-    #: A process's exit status, or minus the signal that ended it: a 32-bit integer.
-    exit_code: int | None = Field(default=None, ge=-(2**31), lt=2**31)
+    exit_code: ExitCode | None = None
     started_at: float | None = Field(default=None, allow_inf_nan=False)
     finished_at: float | None = Field(default=None, allow_inf_nan=False)
     queued: bool = False

@@ -13,6 +13,7 @@ from onecluster.schema._bounds import (
     MAX_COMMAND_CHARS,
     MAX_DURATION_S,
     STRICT,
+    WHOLE,
     DatasetName,
     GpuCount,
     GpuType,
@@ -52,7 +53,7 @@ class JobSubmit(BaseModel):
     command: list[Annotated[str, Field(max_length=MAX_COMMAND_CHARS)]] = Field(
         default_factory=list, max_length=MAX_COMMAND_ARGS
     )
-    max_sites: int = Field(default=1, ge=1, le=1000)
+    max_sites: Annotated[int, Field(ge=1, le=1000), WHOLE] = 1
 
     @field_validator("command")
     @classmethod

@@ -42,10 +42,20 @@ def _endpoint(value: str) -> str:
     return value
 
 
+_OCTET = r"(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
 #: A dotted-quad IPv4 address (routes and probes carry nothing else to the kernel).
-IPv4 = Annotated[str, AfterValidator(_ipv4)]
+IPv4 = Annotated[
+    str, Field(max_length=15, json_schema_extra={"format": "ipv4"}), AfterValidator(_ipv4)
+]
 #: ``ADDRESS:PORT`` of a probe socket.
-Endpoint = Annotated[str, AfterValidator(_endpoint)]
+Endpoint = Annotated[
+    str,
+    Field(
+        max_length=21,
+        json_schema_extra={"pattern": rf"^{_OCTET}(\.{_OCTET}){{3}}:[1-9][0-9]{{0,4}}$"},
+    ),
+    AfterValidator(_endpoint),
+]
 
 LinkStateName = Literal["up", "degraded", "down", "unknown"]
 #: An end's view: ``warming`` during its first seconds of probes.
@@ -71,9 +81,7 @@ class LinkReport(BaseModel):
     model_config = REPORT
 
     circuit: str = Field(min_length=1, max_length=63)
-    endpoint: Endpoint = Field(
-        description="ADDRESS:PORT of this site's probe socket", max_length=21
-    )
+    endpoint: Endpoint = Field(description="ADDRESS:PORT of this site's probe socket")
     sent: Count = 0
     lost: Count = 0
     loss: float = Field(default=0.0, ge=0, le=1, allow_inf_nan=False)
