@@ -221,3 +221,22 @@ def test_links_routes_checks_and_events(server: tuple[str, str]) -> None:
     assert "primary-only" in out and "the fabric's RTTs (nothing measured yet)" in out
     code, out, _ = _cli(server, "events", "--kind", "link")
     assert code == 0
+
+
+def test_bad_input_at_the_cli_door_is_refused_by_name(server: tuple[str, str]) -> None:
+    """The findings of issue 12 through the CLI: a clear error and its exit code."""
+    code, _, err = _cli(server, "jobs", "--team", "nosuch")
+    assert code == 3 and "team 'nosuch'" in err and "known teams: llm" in err
+    code, _, err = _cli(server, "jobs", "--site", "mars")
+    assert code == 3 and "site 'mars'" in err and "tokyo" in err
+    submit = ("submit", "--team", "llm", "--gpus", "1")
+    code, _, err = _cli(server, *submit, "--duration", "60", "--dataset", "nosuch-ds", "--", "x")
+    assert code == 2 and "nosuch-ds" in err and "cc-zh-2026" in err
+    code, _, err = _cli(server, *submit, "--duration", "1e308", "--", "sleep", "1")
+    assert code == 2 and "error:" in err
+    code, _, err = _cli(server, *submit, "--duration", "60", "--", "echo", "x" * 2_000_000)
+    assert code == 2 and "at most 16384 characters" in err  # refused before it is sent
+    code, _, err = _cli(server, *submit, "--duration", "60", "--name", "a\u202eb", "--", "x")
+    assert code == 2 and "U+202E" in err
+    code, out, _ = _cli(server, "jobs", "--json")
+    assert code == 0 and "nosuch-ds" not in out

@@ -176,3 +176,11 @@ def test_a_wrong_method_is_405_with_the_allowed_ones(server: RunningServer) -> N
     response = httpx.delete(f"{server.url}/api/v1/jobs")
     _error(response, 405, "method_not_allowed")
     assert response.headers["allow"] == "GET, POST"
+
+
+def test_a_body_that_is_not_json_says_so(server: RunningServer) -> None:
+    response = _post(
+        server, "/jobs", content=b'{"team": llm}', headers={"Content-Type": "application/json"}
+    )
+    error = _error(response, 400, "invalid")
+    assert "the body is not valid JSON (at character 9)" in error["message"]

@@ -151,6 +151,10 @@ def _add_error_answers(schema: dict[str, Any]) -> None:
 def _describe(exc: RequestValidationError) -> str:
     problems = []
     for error in exc.errors()[:5]:
+        if error.get("type") == "json_invalid":  # its loc is a character position
+            position = error.get("loc", ("body", "?"))[-1]
+            problems.append(f"the body is not valid JSON (at character {position})")
+            continue
         where = ".".join(str(p) for p in error.get("loc", ()) if p != "body") or "the body"
         problems.append(f"{where}: {error.get('msg', 'is not valid')}")
     return "the request is not valid: " + "; ".join(problems)
