@@ -5,7 +5,16 @@ from __future__ import annotations
 import pytest
 
 from onecluster.errors import FabricError, ValidationError
-from onecluster.model import MAX_GPUS, Dataset, Fabric, GpuPool, Site, Team, label_problem
+from onecluster.model import (
+    MAX_GPUS,
+    Dataset,
+    Fabric,
+    GpuPool,
+    Site,
+    Team,
+    label_problem,
+    name_problem,
+)
 
 
 @pytest.mark.parametrize(
@@ -64,3 +73,10 @@ def test_a_fabric_name_is_a_label() -> None:
     site = Site(name="a", region="r", jurisdiction="CN", pools=(GpuPool(gpu_type="H", count=1),))
     with pytest.raises(FabricError, match=r"U\+202E"):
         Fabric(name="prod\u202e", sites=(site,))
+
+
+@pytest.mark.parametrize("value", ["llm\n", "llm\r\n", "\nllm", "l\u202elm", "LLM", "a" * 64])
+def test_a_name_is_the_whole_string_and_nothing_hidden(value: str) -> None:
+    assert name_problem("team", value) is not None
+    with pytest.raises(ValidationError, match="team name"):
+        Team(name=value, home_site="a")

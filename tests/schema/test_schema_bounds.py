@@ -159,6 +159,9 @@ def test_an_agent_report_ignores_fields_it_does_not_know() -> None:
         ({"circuit": "c" * 64}, "at most 63 characters"),
         ({"sent": 2**60}, "less than or equal to"),
         ({"lost": "1"}, "valid integer"),
+        ({"endpoint": "10.0.0.1:0400"}, "port from 1 to 65535"),
+        ({"endpoint": "10.0.0.1:0"}, "port from 1 to 65535"),
+        ({"endpoint": "10.0.0.1:65536"}, "port from 1 to 65535"),
         ({"samples": [{"seq": -1, "sent_s": 1.0}]}, "greater than or equal to 0"),
     ],
 )

@@ -27,7 +27,7 @@ __all__ = [
     "name_problem",
 ]
 
-_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
+_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")
 
 #: The most GPUs a pool, a quota, a capacity report or a job may count.  The largest clusters
 #: built so far hold a few hundred thousand GPUs; 10⁶ leaves room and still catches a typo
@@ -50,7 +50,7 @@ _HIDDEN = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 
 def name_problem(kind: str, value: object) -> str | None:
     """Why ``value`` is not a valid ``kind`` name, or ``None`` when it is."""
-    if isinstance(value, str) and _NAME.match(value):
+    if isinstance(value, str) and _NAME.fullmatch(value):  # match() lets "llm\n" through
         return None
     shown = value if not isinstance(value, str) or len(value) <= 80 else value[:80] + "…"
     return (

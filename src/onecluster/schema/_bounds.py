@@ -86,7 +86,10 @@ def _label(kind: str, max_length: int) -> AfterValidator:
 # controls, the bidi and zero-width characters and the separators (the validator refuses
 # every Unicode control and format character).
 _NAME_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,62}$"
-_HIDDEN = r"\x00-\x1f\x7f-\x9f\xad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff"
+_HIDDEN = (
+    r"\x00-\x1f\x7f-\x9f\xad\u061c\u180e\u200b-\u200f\u2028-\u202e"
+    r"\u2060-\u2064\u2066-\u206f\ufeff"
+)
 _LABEL_PATTERN = rf"^[^\s{_HIDDEN}](?:[^{_HIDDEN}]*[^\s{_HIDDEN}])?$"
 
 

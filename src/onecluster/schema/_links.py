@@ -36,7 +36,7 @@ def _ipv4(value: str) -> str:
 def _endpoint(value: str) -> str:
     host, _, port = value.rpartition(":")
     _ipv4(host)
-    if not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
+    if not (port.isascii() and port.isdigit() and port[0] != "0" and int(port) <= 65535):
         msg = f"{value!r} is not ADDRESS:PORT with a port from 1 to 65535"
         raise ValueError(msg)
     return value

@@ -47,7 +47,11 @@ def install_error_handlers(app: FastAPI) -> None:
         message = f"{exc.detail}" if exc.detail else "the request failed"
         headers = dict(exc.headers or {})
         if exc.status_code == 405:
-            headers["Allow"] = ", ".join(_allowed(request))
+            allowed = _allowed(request)
+            headers["Allow"] = ", ".join(allowed)
+            message = (
+                f"{request.method} is not allowed on {request.url.path}; use {' or '.join(allowed)}"
+            )
         return JSONResponse(
             {"error": {"code": code, "message": message}},
             status_code=exc.status_code,
@@ -156,5 +160,6 @@ def _describe(exc: RequestValidationError) -> str:
             problems.append(f"the body is not valid JSON (at character {position})")
             continue
         where = ".".join(str(p) for p in error.get("loc", ()) if p != "body") or "the body"
-        problems.append(f"{where}: {error.get('msg', 'is not valid')}")
+        text = str(error.get("msg", "is not valid")).removeprefix("Value error, ")
+        problems.append(f"{where}: {text}")
     return "the request is not valid: " + "; ".join(problems)
