@@ -6,7 +6,9 @@
     ├── ValidationError                code="invalid"          exit 2   HTTP 400/422
     │   ├── FabricError                code="fabric_invalid"   exit 2   HTTP 400
     │   ├── TraceError                 code="trace_invalid"    exit 2   HTTP 400
-    │   └── ImpossibleJobError         code="job_impossible"   exit 2   HTTP 422
+    │   ├── ImpossibleJobError         code="job_impossible"   exit 2   HTTP 422
+    │   ├── TooLargeError              code="too_large"        exit 2   HTTP 413
+    │   └── UnsupportedMediaError      code="unsupported_media" exit 2  HTTP 415
     ├── NotFoundError                  code="not_found"        exit 3   HTTP 404
     ├── ConflictError                  code="conflict"         exit 4   HTTP 409
     ├── AuthError                      code="unauthorized"     exit 5   HTTP 401
@@ -34,8 +36,10 @@ __all__ = [
     "ImpossibleJobError",
     "NotFoundError",
     "PlatformError",
+    "TooLargeError",
     "TraceError",
     "UnavailableError",
+    "UnsupportedMediaError",
     "ValidationError",
 ]
 
@@ -93,6 +97,20 @@ class ImpossibleJobError(ValidationError):
 
     code = "job_impossible"
     status = 422
+
+
+class TooLargeError(ValidationError):
+    """A request body over the route's size limit; nothing was read past the limit."""
+
+    code = "too_large"
+    status = 413
+
+
+class UnsupportedMediaError(ValidationError):
+    """A request body that is not JSON (the API takes nothing else)."""
+
+    code = "unsupported_media"
+    status = 415
 
 
 class NotFoundError(PlatformError):

@@ -275,3 +275,22 @@ def test_submit_quiet_prints_only_the_job_id(server: tuple[str, str]) -> None:
     assert code == 0
     assert re.fullmatch(r"j-[0-9a-f]+\n", out), out
     assert _cli(server, "cancel", out.strip())[0] == 0
+
+
+def test_bad_input_at_the_cli_door_is_refused_by_name(server: tuple[str, str]) -> None:
+    """The findings of issue 12 through the CLI: a clear error and its exit code."""
+    code, _, err = _cli(server, "jobs", "--team", "nosuch")
+    assert code == 3 and "team 'nosuch'" in err and "known teams: llm" in err
+    code, _, err = _cli(server, "jobs", "--site", "mars")
+    assert code == 3 and "site 'mars'" in err and "tokyo" in err
+    submit = ("submit", "--team", "llm", "--gpus", "1")
+    code, _, err = _cli(server, *submit, "--duration", "60", "--dataset", "nosuch-ds", "--", "x")
+    assert code == 2 and "nosuch-ds" in err and "cc-zh-2026" in err
+    code, _, err = _cli(server, *submit, "--duration", "1e308", "--", "sleep", "1")
+    assert code == 2 and "error:" in err
+    code, _, err = _cli(server, *submit, "--duration", "60", "--", "echo", "x" * 2_000_000)
+    assert code == 2 and "at most 16384 characters" in err  # refused before it is sent
+    code, _, err = _cli(server, *submit, "--duration", "60", "--name", "a\u202eb", "--", "x")
+    assert code == 2 and "U+202E" in err
+    code, out, _ = _cli(server, "jobs", "--json")
+    assert code == 0 and "nosuch-ds" not in out

@@ -61,6 +61,19 @@ def test_good_fabric_round_trip() -> None:
         (GOOD.replace("    region: r2\n", ""), 8, "missing the field 'region'"),
         (GOOD + "  - {name: t, home_site: a}\n", 17, "declared twice"),
         ("sites: [\n", 2, "not valid YAML"),
+        # Absurd counts and hidden characters (issue 12)
+        (GOOD.replace("count: 8,", "count: 100000000000000000000000,"), 7, "above the limit"),
+        (GOOD.replace("count: 4}", "count: 1000001}"), 12, "pool H100 is 1e+06"),
+        (GOOD.replace("cost_per_gpu_hour: 2", "cost_per_gpu_hour: inf"), 7, "finite"),
+        (GOOD.replace("cost_per_gpu_hour: 2", "cost_per_gpu_hour: 1e300"), 7, "cost per GPU"),
+        (GOOD.replace("{H100: 4}", "{H100: 100000000000000000000000}"), 16, "quota of team t"),
+        (GOOD + "datasets:\n  - {name: d, size_gb: 1e30, sites: [a]}\n", 18, "dataset d"),
+        (GOOD.replace("capacity_gbps: 1,", "capacity_gbps: inf,"), 14, "capacity_gbps"),
+        (GOOD.replace("rtt_ms: 10", "rtt_ms: nan"), 14, "rtt_ms"),
+        (GOOD.replace("region: r1", 'region: "r1\\u202e"'), 3, "U+202E"),
+        (GOOD.replace("jurisdiction: SG", 'jurisdiction: "S\\u2066G"'), 8, "U+2066"),
+        (GOOD.replace("gpu_type: H100, count: 8", 'gpu_type: "H\\u200b", count: 8'), 7, "U+200B"),
+        (GOOD.replace("fabric: tiny", 'fabric: "tiny\\ttab"'), 1, "U+0009"),
     ],
 )
 def test_errors_name_line_and_field(text: str, line: int, words: str) -> None:
@@ -68,6 +81,13 @@ def test_errors_name_line_and_field(text: str, line: int, words: str) -> None:
         parse_fabric(text, source="f.yaml")
     assert info.value.message.startswith(f"f.yaml:{line}:"), info.value.message
     assert words in info.value.message
+
+
+def test_the_bounds_leave_big_real_fabrics_alone() -> None:
+    big = GOOD.replace("count: 8,", "count: 200000,")
+    big += "datasets:\n  - {name: d, size_gb: 5000000, sites: [a]}\n"
+    fabric = parse_fabric(big)
+    assert fabric.site("a").total_gpus == 200_000
 
 
 def test_unreachable_site_is_refused() -> None:

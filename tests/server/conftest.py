@@ -153,3 +153,12 @@ def server(tmp_path: Path, clock: ManualClock) -> Iterator[RunningServer]:
     s.start()
     yield s
     s.stop()
+
+
+@pytest.fixture(scope="module")
+def module_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    """One server for a whole module (its tests must not depend on each other's jobs)."""
+    s = RunningServer(tmp_path_factory.mktemp("state"), ManualClock(T0))
+    s.start()
+    yield s
+    s.stop()

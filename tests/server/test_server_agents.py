@@ -124,7 +124,9 @@ def test_restart_with_the_same_database_loses_and_duplicates_nothing(
     admin = server.admin()
     server.sync("shanghai")
     running = admin.submit(h800("llm", 8))
-    waiting = admin.submit(JobSubmit(team="speech", gpus=8, duration_s=60.0, gpu_types=["L40S"]))
+    waiting = admin.submit(
+        JobSubmit(team="speech", gpus=8, duration_s=60.0, gpu_types=["L40S"], command=["true"])
+    )
     server.step()
     [run] = server.sync("shanghai").attempts
     server.sync("shanghai", report(run))

@@ -14,7 +14,7 @@ from onecluster.schema import AgentSync, JobSubmit, TokenCreate
 if TYPE_CHECKING:
     from conftest import RunningServer
 
-LLM_JOB = JobSubmit(team="llm", gpus=8, duration_s=60.0)
+LLM_JOB = JobSubmit(team="llm", gpus=8, duration_s=60.0, command=["true"])
 
 
 def test_first_start_writes_an_admin_token_readable_by_its_owner_only(
@@ -41,9 +41,9 @@ def test_members_act_on_their_own_team_only(server: RunningServer) -> None:
     llm = server.client(server.token(role="member", team="llm"))
     vision = server.client(server.token(role="member", team="vision"))
     mine = llm.submit(LLM_JOB)
-    theirs = vision.submit(JobSubmit(team="vision", gpus=8, duration_s=60.0))
+    theirs = vision.submit(JobSubmit(team="vision", gpus=8, duration_s=60.0, command=["true"]))
     with pytest.raises(ForbiddenError, match="team llm"):
-        llm.submit(JobSubmit(team="vision", gpus=8, duration_s=60.0))
+        llm.submit(JobSubmit(team="vision", gpus=8, duration_s=60.0, command=["true"]))
     assert [j.id for j in llm.jobs()] == [mine.id]
     with pytest.raises(ForbiddenError):
         llm.jobs(team="vision")

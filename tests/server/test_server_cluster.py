@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 def start_one(server: RunningServer, team: str = "vision", gpus: int = 64) -> str:
     server.sync("singapore")
     job = server.admin().submit(
-        JobSubmit(team=team, gpus=gpus, duration_s=7200.0, gpu_types=["H100"])
+        JobSubmit(team=team, gpus=gpus, duration_s=7200.0, gpu_types=["H100"], command=["true"])
     )
     server.step()
     [run] = server.sync("singapore").attempts
@@ -29,7 +29,9 @@ def start_one(server: RunningServer, team: str = "vision", gpus: int = 64) -> st
 
 def test_sites_teams_and_stats_show_what_runs(server: RunningServer) -> None:
     start_one(server)
-    server.admin().submit(JobSubmit(team="llm", gpus=8, duration_s=60.0, gpu_types=["H800"]))
+    server.admin().submit(
+        JobSubmit(team="llm", gpus=8, duration_s=60.0, gpu_types=["H800"], command=["true"])
+    )
     admin = server.admin()
     sites = {s.name: s for s in admin.sites()}
     assert sites["singapore"].status == "up"
@@ -83,7 +85,7 @@ def test_a_failing_reconcile_phase_is_counted_and_the_next_pass_recovers(
 ) -> None:
     server.sync("tokyo")
     job = server.admin().submit(
-        JobSubmit(team="speech", gpus=8, duration_s=60.0, gpu_types=["L40S"])
+        JobSubmit(team="speech", gpus=8, duration_s=60.0, gpu_types=["L40S"], command=["true"])
     )
     store = server.control.store
     real = store.running_jobs
@@ -134,7 +136,7 @@ def test_a_degraded_site_is_shown_with_its_problem_and_gets_no_new_work(
         "Slurm does not answer: squeue timed out after 3 s",
     )
     job = server.admin().submit(
-        JobSubmit(team="vision", gpus=8, duration_s=60.0, gpu_types=["H100"])
+        JobSubmit(team="vision", gpus=8, duration_s=60.0, gpu_types=["H100"], command=["true"])
     )
     server.step()
     # singapore (vision's cheaper H100s) is passed over while degraded
@@ -144,7 +146,9 @@ def test_a_degraded_site_is_shown_with_its_problem_and_gets_no_new_work(
     # it recovers: shown up again, and takes the next job
     server.sync("singapore")
     assert {s.name: s for s in server.admin().sites()}["singapore"].status == "up"
-    server.admin().submit(JobSubmit(team="vision", gpus=8, duration_s=60.0, gpu_types=["H100"]))
+    server.admin().submit(
+        JobSubmit(team="vision", gpus=8, duration_s=60.0, gpu_types=["H100"], command=["true"])
+    )
     server.step()
     assert len(server.sync("singapore").attempts) == 1
 
@@ -153,7 +157,11 @@ def test_a_job_queued_by_the_sites_cluster_manager_shows_when_it_should_start(
     server: RunningServer,
 ) -> None:
     server.sync("singapore")
-    job_id = server.admin().submit(JobSubmit(team="vision", gpus=8, duration_s=60.0)).id
+    job_id = (
+        server.admin()
+        .submit(JobSubmit(team="vision", gpus=8, duration_s=60.0, command=["true"]))
+        .id
+    )
     server.step()
     [run] = server.sync("singapore").attempts
     queued = AttemptReport(

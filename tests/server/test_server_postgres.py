@@ -18,7 +18,9 @@ def test_a_job_survives_a_restart_on_postgres(pg_server: RunningServer) -> None:
     server = pg_server
     admin = server.admin()
     server.sync("tokyo")
-    job = admin.submit(JobSubmit(team="speech", gpus=16, duration_s=60.0, gpu_types=["L40S"]))
+    job = admin.submit(
+        JobSubmit(team="speech", gpus=16, duration_s=60.0, gpu_types=["L40S"], command=["true"])
+    )
     assert server.step().started == 1
     [run] = server.sync("tokyo").attempts
     running = AttemptReport(attempt_id=run.attempt_id, job_id=run.job_id, state="running")

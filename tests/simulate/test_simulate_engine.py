@@ -157,6 +157,19 @@ def test_dataset_is_staged_once_and_then_read_locally() -> None:
     assert result.teams["tb"].mean_jct_s == pytest.approx((1000 + 100 + 100) / 2)
 
 
+def test_a_trace_dataset_the_fabric_lacks_is_born_at_its_teams_home_and_staged() -> None:
+    """Admission refuses undeclared datasets; the simulator declares a trace's own."""
+    size = 125_000_000_000
+    fabric = two_sites()
+    # Team ta works at a, so its data starts there; L4 GPUs exist only at b.
+    first = job(0, 100, 2, "ta", gpu_types=("L4",), dataset="corpus", dataset_bytes=size)
+    result = simulate(fabric, [first, replace(first, submit_time=5000)], "unified")
+    check_invariants(fabric, result)
+    assert result.jobs_rejected == 0
+    assert result.bytes_moved == size
+    assert result.sites["b"].bytes_in == size
+
+
 def test_unknown_teams_are_added_with_a_warning() -> None:
     fabric = two_sites()
     jobs = [job(0, 60, 2, "ghost", home_site="b"), job(1, 60, 2, "stray", home_site="nowhere")]

@@ -6,6 +6,13 @@ from onecluster.model._attempt import (
     AttemptRecord,
     AttemptState,
 )
+from onecluster.model._checks import (
+    MAX_DATASET_BYTES,
+    MAX_GPUS,
+    MAX_LABEL,
+    label_problem,
+    name_problem,
+)
 from onecluster.model._circuit import Circuit, LatencyObjective
 from onecluster.model._dataset import Dataset
 from onecluster.model._fabric import Fabric
@@ -24,6 +31,9 @@ from onecluster.model._team import Team
 __all__ = [
     "ACTIVE_ATTEMPT_STATES",
     "BACKENDS",
+    "MAX_DATASET_BYTES",
+    "MAX_GPUS",
+    "MAX_LABEL",
     "OBSERVED_ATTEMPT_STATES",
     "TERMINAL_STATES",
     "AttemptRecord",
@@ -44,4 +54,6 @@ __all__ = [
     "SitePart",
     "SiteStatus",
     "Team",
+    "label_problem",
+    "name_problem",
 ]

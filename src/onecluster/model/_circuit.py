@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from onecluster.errors import ValidationError
-from onecluster.model._checks import check_name, check_non_negative, check_positive
+from onecluster.model._checks import check_at_most, check_name, check_non_negative, check_positive
 
 __all__ = ["Circuit", "LatencyObjective"]
 
@@ -38,6 +38,7 @@ class Circuit:
         check_non_negative(f"rtt_ms of circuit {self.name}", self.rtt_ms)
         check_non_negative(f"distance_km of circuit {self.name}", self.distance_km)
         check_positive(f"parallel of circuit {self.name}", self.parallel)
+        check_at_most(f"parallel of circuit {self.name}", self.parallel, 10_000)
         if not 0 <= self.loss < 1:
             msg = f"loss of circuit {self.name} must be a fraction in [0, 1) (got {self.loss})"
             raise ValidationError(msg)

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from onecluster.model._checks import check_name, check_non_negative
+from onecluster.model._checks import (
+    MAX_DATASET_BYTES,
+    check_at_most,
+    check_name,
+    check_non_negative,
+)
 
 __all__ = ["Dataset"]
 
@@ -20,4 +25,5 @@ class Dataset:
     def __post_init__(self) -> None:
         check_name("dataset", self.name)
         check_non_negative(f"size of dataset {self.name}", self.size_bytes)
+        check_at_most(f"size of dataset {self.name} in bytes", self.size_bytes, MAX_DATASET_BYTES)
         object.__setattr__(self, "sites", frozenset(self.sites))

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from onecluster.errors import FabricError
+from onecluster.model._checks import label_problem
 from onecluster.model._circuit import Circuit, LatencyObjective
 from onecluster.model._dataset import Dataset
 from onecluster.model._site import Site
@@ -32,6 +33,9 @@ class Fabric:
     _team_index: dict[str, Team] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        problem = label_problem("fabric name", self.name)
+        if problem is not None:
+            raise FabricError(problem)
         if not self.sites:
             msg = f"fabric {self.name} has no sites"
             raise FabricError(msg)

@@ -84,7 +84,7 @@ class JobSpec:
         check_positive("max_sites", self.max_sites)
         if self.dataset is not None:
             check_name("dataset", self.dataset)
-        if self.workdir is not None and not self.workdir.startswith("/"):
+        if self.workdir is not None and (not self.workdir.startswith("/") or "\0" in self.workdir):
             msg = f"the working directory {self.workdir!r} must be an absolute path at the site"
             raise ValidationError(msg)
         object.__setattr__(self, "gpu_types", tuple(self.gpu_types))

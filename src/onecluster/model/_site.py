@@ -5,7 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from onecluster.errors import ValidationError
-from onecluster.model._checks import check_name, check_non_negative, check_positive
+from onecluster.model._checks import (
+    MAX_COST_PER_GPU_HOUR,
+    MAX_GPUS,
+    MAX_NAME,
+    check_at_most,
+    check_label,
+    check_name,
+    check_non_negative,
+    check_positive,
+)
 
 __all__ = ["BACKENDS", "GpuPool", "Site"]
 
@@ -25,8 +34,15 @@ class GpuPool:
         if not self.gpu_type or not isinstance(self.gpu_type, str):
             msg = "a GPU pool needs a gpu_type such as 'H100' or 'A100-80G'"
             raise ValidationError(msg)
+        check_label("GPU type", self.gpu_type, MAX_NAME)
+        if not isinstance(self.count, int):
+            msg = f"the GPU count of pool {self.gpu_type} must be a whole number"
+            raise ValidationError(msg)
         check_positive(f"the GPU count of pool {self.gpu_type}", self.count)
-        check_non_negative(f"the cost per GPU-hour of pool {self.gpu_type}", self.cost_per_gpu_hour)
+        check_at_most(f"the GPU count of pool {self.gpu_type}", self.count, MAX_GPUS)
+        cost = f"the cost per GPU-hour of pool {self.gpu_type}"
+        check_non_negative(cost, self.cost_per_gpu_hour)
+        check_at_most(cost, self.cost_per_gpu_hour, MAX_COST_PER_GPU_HOUR)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -42,6 +58,8 @@ class Site:
 
     def __post_init__(self) -> None:
         check_name("site", self.name)
+        check_label(f"region of site {self.name}", self.region)
+        check_label(f"jurisdiction of site {self.name}", self.jurisdiction)
         if not self.pools:
             msg = f"site {self.name} has no GPU pools; give it at least one"
             raise ValidationError(msg)

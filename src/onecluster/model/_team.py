@@ -7,9 +7,18 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from onecluster.errors import ValidationError
-from onecluster.model._checks import check_name, check_non_negative, check_positive
+from onecluster.model._checks import (
+    MAX_GPUS,
+    check_at_most,
+    check_name,
+    check_non_negative,
+    check_positive,
+)
 
 __all__ = ["Team"]
+
+#: Fair-share weights are relative; a million to one is already "never".
+_MAX_WEIGHT = 1_000_000.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -30,9 +39,11 @@ class Team:
     def __post_init__(self) -> None:
         check_name("team", self.name)
         check_positive(f"weight of team {self.name}", self.weight)
+        check_at_most(f"weight of team {self.name}", self.weight, _MAX_WEIGHT)
         if self.quota is not None:
             for gpu_type, n in self.quota.items():
                 check_non_negative(f"quota of team {self.name} for {gpu_type}", n)
+                check_at_most(f"quota of team {self.name} for {gpu_type}", n, MAX_GPUS)
                 if int(n) != n:
                     msg = f"quota of team {self.name} for {gpu_type} must be a whole number"
                     raise ValidationError(msg)

@@ -20,7 +20,8 @@ def largest_gang(fabric: Fabric, gpu_type: str, max_sites: int) -> int:
 def admit(fabric: Fabric, spec: JobSpec, *, home_only: bool = False) -> None:
     """Raise :class:`ImpossibleJobError` naming the reason if ``spec`` can never run.
 
-    Checked: the team exists; every GPU type named exists somewhere; some acceptable type
+    Checked: the team exists; the dataset, if any, is declared (a typo must not place the
+    job with no data locality); every GPU type named exists somewhere; some acceptable type
     has a pool (or, for multi-site gangs, ``max_sites`` pools) big enough; with
     ``home_only``, the team's home site itself can hold it.
     """
@@ -29,6 +30,12 @@ def admit(fabric: Fabric, spec: JobSpec, *, home_only: bool = False) -> None:
         known = ", ".join(t.name for t in fabric.teams) or "none"
         msg = f"team {spec.team!r} is not in the fabric"
         raise ImpossibleJobError(msg, hint=f"known teams: {known}")
+    if spec.dataset is not None and fabric.dataset(spec.dataset) is None:
+        known = ", ".join(d.name for d in fabric.datasets) or "none"
+        msg = f"dataset {spec.dataset!r} is not declared in the fabric"
+        raise ImpossibleJobError(
+            msg, hint=f"known datasets: {known}; declare a new one in the fabric file first"
+        )
     known_types = fabric.gpu_types
     unknown = [t for t in spec.gpu_types if t not in known_types]
     if unknown:

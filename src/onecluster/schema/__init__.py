@@ -7,6 +7,7 @@ from onecluster.schema._agent import (
     DesiredAttempt,
     LogChunkIn,
 )
+from onecluster.schema._bounds import MAX_ID, MAX_INT, MAX_LOG_CHARS
 from onecluster.schema._cluster import (
     HealthOut,
     PoolOut,
@@ -32,6 +33,9 @@ from onecluster.schema._tokens import Role, TokenCreate, TokenOut
 
 __all__ = [
     "GB",
+    "MAX_ID",
+    "MAX_INT",
+    "MAX_LOG_CHARS",
     "AgentSync",
     "AgentSyncReply",
     "AttemptReport",

@@ -4,9 +4,24 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
+from onecluster.schema._bounds import (
+    MAX_LOG_CHARS,
+    REPORT,
+    Count,
+    ExitCode,
+    GpuCount,
+    GpuType,
+    Id,
+)
 from onecluster.schema._links import IPv4, LinkReport, PeerOut, RouteTableOut
+
+#: Most attempts one sync may report: an attempt holds at least one GPU, and no site of any
+#: fabric we know runs 100,000 at once.
+MAX_ATTEMPTS_PER_SYNC = 100_000
+#: Most log chunks in one sync (the agent ships one per attempt per sync).
+MAX_LOG_CHUNKS_PER_SYNC = 10_000
 
 __all__ = ["AgentSync", "AgentSyncReply", "AttemptReport", "DesiredAttempt", "LogChunkIn"]
 
@@ -25,12 +40,12 @@ class AttemptReport(BaseModel):
     ran, by the site's clock (epoch seconds): GPU-hours count that span.
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = REPORT
 
-    attempt_id: str
-    job_id: str
+    attempt_id: Id
+    job_id: Id
     state: Literal["running", "exited", "lost", "refused"]
-    exit_code: int | None = None
+    exit_code: ExitCode | None = None
     reason: str | None = Field(default=None, max_length=500)
     started_at: float | None = Field(default=None, allow_inf_nan=False)
     finished_at: float | None = Field(default=None, allow_inf_nan=False)
@@ -42,30 +57,31 @@ class AttemptReport(BaseModel):
 class LogChunkIn(BaseModel):
     """Output of an attempt from character ``offset`` of that attempt's log."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = REPORT
 
-    attempt_id: str
-    offset: int = Field(ge=0)
-    data: str
+    attempt_id: Id
+    offset: Count
+    data: str = Field(max_length=MAX_LOG_CHARS)
 
 
 class AgentSync(BaseModel):
     """``POST /agents/{site}/sync``: the agent's observed state (level-triggered, idempotent)."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = REPORT
 
-    agent_id: str = Field(min_length=1)
-    backend: str = "local"
-    capacity: dict[str, int] = Field(default_factory=dict)
+    agent_id: Id
+    backend: str = Field(default="local", min_length=1, max_length=32)
+    #: GPUs the site's cluster really has, per type (0 to 10⁶ each).
+    capacity: dict[GpuType, GpuCount] = Field(default_factory=dict, max_length=64)
     #: Why the site's cluster cannot take work now (its manager does not answer, refuses
     #: jobs …): the site is *degraded*, nothing new is placed there.  ``None``: it can.
     problem: str | None = Field(default=None, max_length=2000)
-    attempts: list[AttemptReport] = Field(default_factory=list)
-    logs: list[LogChunkIn] = Field(default_factory=list)
+    attempts: list[AttemptReport] = Field(default_factory=list, max_length=MAX_ATTEMPTS_PER_SYNC)
+    logs: list[LogChunkIn] = Field(default_factory=list, max_length=MAX_LOG_CHUNKS_PER_SYNC)
     #: The site's own address for traffic from other sites (routes point at it), if any.
     service_address: IPv4 | None = None
     #: Probe results per circuit of the site (empty: this agent does not probe).
-    links: list[LinkReport] = Field(default_factory=list)
+    links: list[LinkReport] = Field(default_factory=list, max_length=1000)
     #: The agent's monotonic clock when it built this body: the server maps the probes'
     #: send times through the smallest (server time − this) it has seen from the agent.
     probe_clock_s: float | None = Field(default=None, allow_inf_nan=False)

@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field, field_validator
 
 from onecluster.errors import ImpossibleJobError
-from onecluster.model import JobSpec, PriorityClass
+from onecluster.model import MAX_DATASET_BYTES, JobSpec, PriorityClass
+from onecluster.schema._bounds import (
+    MAX_COMMAND_ARGS,
+    MAX_COMMAND_CHARS,
+    MAX_DURATION_S,
+    STRICT,
+    WHOLE,
+    DatasetName,
+    GpuCount,
+    GpuType,
+    JobName,
+    TeamName,
+)
 
 __all__ = ["GB", "JobOut", "JobSubmit", "LogsOut", "PartOut", "PriorityName"]
 
@@ -21,35 +33,63 @@ class JobSubmit(BaseModel):
     """A job as a researcher submits it: a compute spec and a dataset, never a site.
 
     ``dataset_gb`` left out means "the size the fabric declares for ``dataset``" (or 0).
-    Unknown fields are refused so that a typo never silently changes a job.
+    Unknown fields are refused so that a typo never silently changes a job; types are strict
+    (``"8"`` is not a number of GPUs) and every field is bounded (``docs/contracts.md``).
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = STRICT
 
-    name: str = "job"
-    team: str
-    gpus: int = Field(ge=0)
-    duration_s: float = Field(gt=0, allow_inf_nan=False)
-    gpu_types: list[str] = Field(default_factory=list)
-    dataset: str | None = None
-    dataset_gb: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    name: JobName = "job"
+    team: TeamName
+    gpus: GpuCount
+    duration_s: float = Field(gt=0, le=MAX_DURATION_S, allow_inf_nan=False)
+    gpu_types: list[GpuType] = Field(default_factory=list, max_length=64)
+    dataset: DatasetName | None = None
+    dataset_gb: float | None = Field(
+        default=None, ge=0, le=MAX_DATASET_BYTES / GB, allow_inf_nan=False
+    )
     priority: PriorityName = "normal"
     preemptible: bool = False
-    command: list[str] = Field(default_factory=list)
-    max_sites: int = Field(default=1, ge=1)
+    command: list[Annotated[str, Field(max_length=MAX_COMMAND_CHARS)]] = Field(
+        default_factory=list, max_length=MAX_COMMAND_ARGS
+    )
+    max_sites: Annotated[int, Field(ge=1, le=1000), WHOLE] = 1
     #: Where the command runs at its site: an absolute path there (``None``: a scratch
     #: directory of the attempt's own, ``$ONECLUSTER_SCRATCH``).
     workdir: str | None = Field(default=None, min_length=1, max_length=4096)
 
+    @field_validator("command")
+    @classmethod
+    def _command_fits(cls, command: list[str]) -> list[str]:
+        total = sum(len(arg) for arg in command)
+        if total > MAX_COMMAND_CHARS:
+            msg = (
+                f"the command is {total} characters long; at most {MAX_COMMAND_CHARS} are "
+                "allowed (put a longer script in a file and run that)"
+            )
+            raise ValueError(msg)
+        if any("\x00" in arg for arg in command):
+            msg = "an argument of the command holds a NUL character, which no program can take"
+            raise ValueError(msg)
+        return command
+
     def to_spec(self, *, dataset_bytes: int | None = None) -> JobSpec:
         """The domain :class:`JobSpec`; ``dataset_bytes`` overrides ``dataset_gb`` when given.
 
-        Raises :class:`ImpossibleJobError` for a job that asks for no GPU, and the domain's
-        :class:`~onecluster.errors.ValidationError` for a malformed name or team.
+        Raises :class:`ImpossibleJobError` for a job that asks for no GPU or has no command
+        to run, and the domain's :class:`~onecluster.errors.ValidationError` for a malformed
+        name or team.
         """
         if self.gpus < 1:
             msg = f"job {self.name!r} asks for {self.gpus} GPUs; a job needs at least 1 GPU"
             raise ImpossibleJobError(msg, hint="set gpus to 1 or more")
+        if not self.command or not self.command[0].strip():
+            msg = f"job {self.name!r} has no command; a job needs a command to run"
+            raise ImpossibleJobError(
+                msg,
+                hint='give the program and its arguments, e.g. "command": ["python", "train.py"]'
+                " (onecluster submit … -- python train.py)",
+            )
         if dataset_bytes is None:
             dataset_bytes = round((self.dataset_gb or 0.0) * GB)
         return JobSpec(

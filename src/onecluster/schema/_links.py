@@ -6,9 +6,10 @@ from __future__ import annotations
 import ipaddress
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, Field
 
 from onecluster.model import CircuitState, EndView
+from onecluster.schema._bounds import REPORT, Count
 from onecluster.topology import PairCheck
 
 __all__ = [
@@ -36,16 +37,26 @@ def _ipv4(value: str) -> str:
 def _endpoint(value: str) -> str:
     host, _, port = value.rpartition(":")
     _ipv4(host)
-    if not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
+    if not (port.isascii() and port.isdigit() and port[0] != "0" and int(port) <= 65535):
         msg = f"{value!r} is not ADDRESS:PORT with a port from 1 to 65535"
         raise ValueError(msg)
     return value
 
 
+_OCTET = r"(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
 #: A dotted-quad IPv4 address (routes and probes carry nothing else to the kernel).
-IPv4 = Annotated[str, AfterValidator(_ipv4)]
+IPv4 = Annotated[
+    str, Field(max_length=15, json_schema_extra={"format": "ipv4"}), AfterValidator(_ipv4)
+]
 #: ``ADDRESS:PORT`` of a probe socket.
-Endpoint = Annotated[str, AfterValidator(_endpoint)]
+Endpoint = Annotated[
+    str,
+    Field(
+        max_length=21,
+        json_schema_extra={"pattern": rf"^{_OCTET}(\.{_OCTET}){{3}}:[1-9][0-9]{{0,4}}$"},
+    ),
+    AfterValidator(_endpoint),
+]
 
 
 class ProbeSample(BaseModel):
@@ -53,9 +64,9 @@ class ProbeSample(BaseModel):
     clock (the sync's ``probe_clock_s`` relates it to the server's time) and its RTT
     (``None``: lost)."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = REPORT
 
-    seq: int = Field(ge=0)
+    seq: Count
     sent_s: float = Field(allow_inf_nan=False)
     rtt_ms: float | None = Field(default=None, ge=0, allow_inf_nan=False)
 
@@ -64,12 +75,12 @@ class LinkReport(BaseModel):
     """What an agent measured on one circuit of its site (window figures in milliseconds)
     and the probes finished since its last acknowledged report, oldest first."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = REPORT
 
-    circuit: str = Field(min_length=1)
+    circuit: str = Field(min_length=1, max_length=63)
     endpoint: Endpoint = Field(description="ADDRESS:PORT of this site's probe socket")
-    sent: int = Field(default=0, ge=0)
-    lost: int = Field(default=0, ge=0)
+    sent: Count = 0
+    lost: Count = 0
     loss: float = Field(default=0.0, ge=0, le=1, allow_inf_nan=False)
     rtt_min_ms: float | None = _Ms
     rtt_p50_ms: float | None = _Ms

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, model_validator
+
+from onecluster.schema._bounds import STRICT, SiteName, TeamName
 
 __all__ = ["Role", "TokenCreate", "TokenOut"]
 
@@ -14,11 +16,11 @@ Role = Literal["admin", "member", "agent"]
 class TokenCreate(BaseModel):
     """A token to mint: ``member`` needs ``team``, ``agent`` needs ``site``, ``admin`` neither."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = STRICT
 
     role: Role
-    team: str | None = None
-    site: str | None = None
+    team: TeamName | None = None
+    site: SiteName | None = None
 
     @model_validator(mode="after")
     def _scope_matches_role(self) -> TokenCreate:

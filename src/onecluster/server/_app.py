@@ -14,6 +14,7 @@ from onecluster.server import _routes_agents, _routes_cluster, _routes_jobs, _ro
 from onecluster.server._config import ServerConfig
 from onecluster.server._control import ControlPlane
 from onecluster.server._errors import install_error_handlers
+from onecluster.server._limits import BodyLimits
 from onecluster.server._reconcile import Reconciler
 from onecluster.server._submissions import SubmissionWriter
 
@@ -64,6 +65,7 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     install_error_handlers(app)
+    app.add_middleware(BodyLimits)
     app.include_router(_routes_cluster.router)
     app.include_router(_routes_jobs.router)
     app.include_router(_routes_agents.router)

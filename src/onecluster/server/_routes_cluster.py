@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 
-from onecluster.schema import HealthOut, SiteOut, StatsOut, TeamOut, TokenCreate, TokenOut
+from onecluster.schema import (
+    ErrorOut,
+    HealthOut,
+    SiteOut,
+    StatsOut,
+    TeamOut,
+    TokenCreate,
+    TokenOut,
+)
 from onecluster.server._deps import Caller, Control
 
 __all__ = ["router"]
@@ -38,7 +46,12 @@ def stats(control: Control, _caller: Caller) -> StatsOut:
     return control.stats()
 
 
-@router.post("/api/v1/tokens", status_code=201, tags=["admin"])
+@router.post(
+    "/api/v1/tokens",
+    status_code=201,
+    tags=["admin"],
+    responses={404: {"model": ErrorOut, "description": "There is no such team or site."}},
+)
 def create_token(body: TokenCreate, control: Control, caller: Caller) -> TokenOut:
     """Mint a token (admin); the secret is in the answer only."""
     caller.require_admin()
@@ -46,7 +59,9 @@ def create_token(body: TokenCreate, control: Control, caller: Caller) -> TokenOu
 
 
 @router.get("/api/v1/reports/gpu", tags=["admin"])
-def gpu_report(control: Control, caller: Caller, month: str) -> dict[str, Any]:
+def gpu_report(
+    control: Control, caller: Caller, month: Annotated[str, Query(max_length=16)]
+) -> dict[str, Any]:
     """The monthly GPU report per team and site (admin); ``month`` is ``YYYY-MM`` (UTC)."""
     caller.require_admin()
     return control.gpu_report(month)

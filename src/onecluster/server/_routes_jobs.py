@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Path, Query, Response
 
-from onecluster.model import JobState
-from onecluster.schema import JobOut, JobSubmit, LogsOut
+from onecluster.errors import NotFoundError
+from onecluster.model import MAX_LABEL, JobState
+from onecluster.schema import MAX_ID, MAX_INT, ErrorOut, JobOut, JobSubmit, LogsOut
+from onecluster.server._control import ControlPlane
 from onecluster.server._deps import Caller, Control, Submissions
 from onecluster.server._views import job_out
 
@@ -15,8 +17,22 @@ __all__ = ["router"]
 
 router = APIRouter(prefix="/api/v1/jobs", tags=["jobs"])
 
+JobId = Annotated[str, Path(max_length=MAX_ID)]
+_NAME = Query(max_length=MAX_LABEL)
+_UNKNOWN_JOB: dict[int | str, dict[str, Any]] = {
+    404: {"model": ErrorOut, "description": "There is no such job."}
+}
 
-@router.post("", status_code=201, response_model=None, responses={201: {"model": JobOut}})
+
+@router.post(
+    "",
+    status_code=201,
+    response_model=None,
+    responses={
+        201: {"model": JobOut},
+        422: {"model": ErrorOut, "description": "No site could ever run the job."},
+    },
+)
 async def submit(
     body: JobSubmit, control: Control, caller: Caller, submissions: Submissions
 ) -> Response:
@@ -31,19 +47,23 @@ async def submit(
     return Response(job.model_dump_json(), status_code=201, media_type="application/json")
 
 
-@router.get("")
+@router.get(
+    "", responses={404: {"model": ErrorOut, "description": "There is no such team or site."}}
+)
 def list_jobs(
     *,
     control: Control,
     caller: Caller,
     state: JobState | None = None,
-    team: str | None = None,
-    site: str | None = None,
+    team: Annotated[str | None, _NAME] = None,
+    site: Annotated[str | None, _NAME] = None,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_INT)] = 0,
 ) -> list[JobOut]:
-    """Jobs, newest first; members see their own team's only."""
+    """Jobs, newest first; members see their own team's only.  A ``team`` or ``site`` the
+    fabric lacks is a 404 (a typo must not read as "no jobs")."""
     caller.require_member()
+    _require_known(control, team=team, site=site)
     if not caller.is_admin:
         if team is not None:
             caller.require_team(team)
@@ -58,8 +78,8 @@ def list_jobs(
     return [job_out(j) for j in jobs]
 
 
-@router.get("/{job_id}")
-def show(job_id: str, control: Control, caller: Caller) -> JobOut:
+@router.get("/{job_id}", responses=_UNKNOWN_JOB)
+def show(job_id: JobId, control: Control, caller: Caller) -> JobOut:
     """One job."""
     caller.require_member()
     job = control.store.job(job_id)
@@ -67,8 +87,14 @@ def show(job_id: str, control: Control, caller: Caller) -> JobOut:
     return job_out(job)
 
 
-@router.post("/{job_id}/cancel")
-def cancel(job_id: str, control: Control, caller: Caller) -> JobOut:
+@router.post(
+    "/{job_id}/cancel",
+    responses={
+        **_UNKNOWN_JOB,
+        409: {"model": ErrorOut, "description": "The job has already ended."},
+    },
+)
+def cancel(job_id: JobId, control: Control, caller: Caller) -> JobOut:
     """Cancel a job: pending ones at once, running ones once their processes exit (409 if
     it already ended)."""
     caller.require_member()
@@ -76,12 +102,24 @@ def cancel(job_id: str, control: Control, caller: Caller) -> JobOut:
     return job_out(control.store.cancel_job(job_id, now=control.clock.now()))
 
 
-@router.get("/{job_id}/logs")
+@router.get("/{job_id}/logs", responses=_UNKNOWN_JOB)
 def logs(
-    job_id: str, control: Control, caller: Caller, offset: Annotated[int, Query(ge=0)] = 0
+    job_id: JobId,
+    control: Control,
+    caller: Caller,
+    offset: Annotated[int, Query(ge=0, le=MAX_INT)] = 0,
 ) -> LogsOut:
     """The job's log from ``offset``; ask again with the returned ``offset`` to follow it."""
     caller.require_member()
     caller.require_team(control.store.job(job_id).team)
     next_offset, data = control.store.logs(job_id, offset)
     return LogsOut(offset=next_offset, data=data)
+
+
+def _require_known(control: ControlPlane, *, team: str | None, site: str | None) -> None:
+    if team is not None and control.fabric.team(team) is None:
+        known = ", ".join(t.name for t in control.fabric.teams) or "none"
+        msg = f"there is no team {team!r} in fabric {control.fabric.name}"
+        raise NotFoundError(msg, hint=f"known teams: {known}")
+    if site is not None:
+        control.require_site(site)

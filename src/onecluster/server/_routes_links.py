@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from onecluster.schema import EventOut, LinkOut, PairCheckOut, RouteTableOut
+from onecluster.schema import MAX_INT, EventOut, LinkOut, PairCheckOut, RouteTableOut
 from onecluster.server._deps import Caller, Control
 from onecluster.topology import check_pairs
 
@@ -22,7 +22,9 @@ def links(control: Control, _caller: Caller) -> list[LinkOut]:
 
 
 @router.get("/routes")
-def routes(control: Control, _caller: Caller, site: str | None = None) -> RouteTableOut:
+def routes(
+    control: Control, _caller: Caller, site: Annotated[str | None, Query(max_length=128)] = None
+) -> RouteTableOut:
     """The route table (of one site with ``site``): next hop, primary and backup paths."""
     if site is not None:
         control.require_site(site)
@@ -43,8 +45,12 @@ def check(control: Control, _caller: Caller, measured: bool = True) -> list[Pair
 def events(
     control: Control,
     _caller: Caller,
-    kind: Annotated[str | None, Query(description="only kinds starting with this")] = None,
-    after: Annotated[int | None, Query(ge=0, description="only events after this id")] = None,
+    kind: Annotated[
+        str | None, Query(max_length=32, description="only kinds starting with this")
+    ] = None,
+    after: Annotated[
+        int | None, Query(ge=0, le=MAX_INT, description="only events after this id")
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> list[EventOut]:
     """Events, oldest first: the newest ``limit``, or the first ``limit`` after ``after``."""

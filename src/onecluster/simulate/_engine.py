@@ -42,7 +42,7 @@ from onecluster.scheduler import (
 from onecluster.simulate._metrics import Tally
 from onecluster.simulate._result import SimResult
 from onecluster.simulate._staging import Circuits
-from onecluster.simulate._teams import initial_replicas, with_trace_teams
+from onecluster.simulate._teams import with_trace_datasets, with_trace_teams
 from onecluster.workload import TraceJob
 
 __all__ = ["simulate"]
@@ -109,8 +109,10 @@ def simulate(
         msg = f"checkpoint_interval_s must be greater than 0 (got {checkpoint_interval_s})"
         raise ValidationError(msg)
     wall = time.perf_counter()
-    full, warnings = with_trace_teams(fabric, jobs)
-    run = _Run(full, cfg, grace_s, checkpoint_interval_s, initial_replicas(full, jobs))
+    with_teams, warnings = with_trace_teams(fabric, jobs)
+    full = with_trace_datasets(with_teams, jobs)
+    replicas = {d.name: set(d.sites) for d in full.datasets}
+    run = _Run(full, cfg, grace_s, checkpoint_interval_s, replicas)
     run.load(jobs)
     run.loop()
     return run.tally.result(

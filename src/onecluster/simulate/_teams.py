@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from onecluster.model import Fabric, Team
+from onecluster.model import Dataset, Fabric, Team
 from onecluster.workload import TraceJob
 
-__all__ = ["initial_replicas", "with_trace_teams"]
+__all__ = ["with_trace_datasets", "with_trace_teams"]
 
 _SHOWN = 5
 
@@ -54,17 +54,27 @@ def with_trace_teams(fabric: Fabric, jobs: Sequence[TraceJob]) -> tuple[Fabric, 
     return replace(fabric, teams=fabric.teams + extra), tuple(warnings)
 
 
-def initial_replicas(fabric: Fabric, jobs: Sequence[TraceJob]) -> dict[str, set[str]]:
-    """Where each dataset has a complete copy when the run starts.
+def with_trace_datasets(fabric: Fabric, jobs: Sequence[TraceJob]) -> Fabric:
+    """``fabric`` plus a dataset for every trace dataset it lacks, so that admission (which
+    refuses undeclared datasets) takes the trace's jobs.
 
-    A dataset the fabric declares starts at its declared sites; any other starts at the home
-    site of the team of the first job that reads it (the data is born where its team works).
+    Such a dataset has one complete copy, at the home site of the team of the first job that
+    reads it (the data is born where its team works), and the largest size any job gives it.
     ``fabric`` must already hold every trace team (see :func:`with_trace_teams`).
     """
-    replicas: dict[str, set[str]] = {d.name: set(d.sites) for d in fabric.datasets}
+    sizes: dict[str, int] = {}
+    homes: dict[str, str] = {}
     for j in jobs:
-        if j.dataset is None or j.dataset in replicas:
+        if j.dataset is None or fabric.dataset(j.dataset) is not None:
             continue
-        team = fabric.team(j.team)
-        replicas[j.dataset] = {team.home_site if team is not None else fabric.sites[0].name}
-    return replicas
+        if j.dataset not in homes:
+            team = fabric.team(j.team)
+            homes[j.dataset] = team.home_site if team is not None else fabric.sites[0].name
+        sizes[j.dataset] = max(sizes.get(j.dataset, 0), j.dataset_bytes)
+    if not homes:
+        return fabric
+    extra = tuple(
+        Dataset(name=name, size_bytes=sizes[name], sites=frozenset({home}))
+        for name, home in homes.items()
+    )
+    return replace(fabric, datasets=fabric.datasets + extra)
