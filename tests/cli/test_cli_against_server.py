@@ -294,3 +294,8 @@ def test_bad_input_at_the_cli_door_is_refused_by_name(server: tuple[str, str]) -
     assert code == 2 and "U+202E" in err
     code, out, _ = _cli(server, "jobs", "--json")
     assert code == 0 and "nosuch-ds" not in out
+
+
+def test_a_token_for_an_unknown_team_names_the_known_ones(server: tuple[str, str]) -> None:
+    code, _, err = _cli(server, "token", "create", "--role", "member", "--team", "nosuch")
+    assert code == 3 and "there is no team 'nosuch'" in err and "known teams: llm" in err

@@ -113,10 +113,10 @@ class ControlPlane:
         """Mint a token; the team or site it is scoped to must exist in the fabric."""
         if body.team is not None and self.fabric.team(body.team) is None:
             msg = f"there is no team {body.team!r} in fabric {self.fabric.name}"
-            raise NotFoundError(msg)
-        if body.site is not None and not self.fabric.has_site(body.site):
-            msg = f"there is no site {body.site!r} in fabric {self.fabric.name}"
-            raise NotFoundError(msg)
+            known = ", ".join(t.name for t in self.fabric.teams)
+            raise NotFoundError(msg, hint=f"known teams: {known}")
+        if body.site is not None:
+            self.require_site(body.site)
         secret = new_secret()
         record = self.store.add_token(
             role=body.role,
