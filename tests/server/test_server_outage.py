@@ -21,6 +21,7 @@ import httpx
 import pytest
 
 from onecluster.client import Client
+from onecluster.process import alive
 from onecluster.schema import JobSubmit, TokenCreate
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
@@ -66,8 +67,8 @@ class Stack:
                 start_new_session=True,
             )
 
-    def start_server(self) -> None:
-        argv = ["--state-dir", str(self.state), "server", "--fabric", FABRIC]
+    def start_server(self, *options: str) -> None:
+        argv = ["--state-dir", str(self.state), "server", "--fabric", FABRIC, *options]
         self.server = self._spawn("server", [*argv, "--port", str(self.port)], dict(os.environ))
         wait_until("the server answers", self._healthy, 60)
 
@@ -78,10 +79,10 @@ class Stack:
         except httpx.TransportError:
             return False
 
-    def start_agent(self, token: str) -> None:
+    def start_agent(self, token: str, *options: str) -> None:
         env = {**os.environ, "ONECLUSTER_TOKEN": token}
         argv = ["--server", self.url, "agent", "--site", "shanghai", "--backend", "local"]
-        argv += ["--fabric", FABRIC, "--work-dir", str(self.work)]
+        argv += ["--fabric", FABRIC, "--work-dir", str(self.work), *options]
         self.agent = self._spawn("agent", argv, env)
 
     def kill_server(self) -> None:
@@ -150,3 +151,50 @@ def test_a_running_job_survives_a_20_s_outage_of_the_server(stack: Stack) -> Non
             0,
         ), f"{done}\n--- agent ---\n{stack.log('agent')}\n--- server ---\n{stack.log('server')}"
         assert "finished" in admin.logs(job.id).data
+
+
+def _first_run(stack: Stack, admin: Client, pids: Path) -> tuple[str, int]:
+    """Start the shanghai agent, submit a job whose first run never ends on its own (later
+    runs end at once), wait until it runs; its id and the first run's pid."""
+    agent = admin.create_token(TokenCreate(role="agent", site="shanghai"))
+    stack.start_agent(agent.token, "--stop-grace", "1")
+    wait_until("shanghai is up", lambda: admin.sites()[0].status == "up", 60)
+    script = f'echo "$$ $ONECLUSTER_ATTEMPT_ID" >> {pids}; '
+    script += 'case "$ONECLUSTER_ATTEMPT_ID" in *.1.0) exec sleep 600;; esac'
+    job = admin.submit(
+        JobSubmit(
+            team="llm", gpus=8, gpu_types=["H800"], duration_s=60.0, command=["sh", "-c", script]
+        )
+    )
+    wait_until("the job runs", lambda: pids.exists() and pids.read_text().strip() != "", 60)
+    return job.id, int(pids.read_text().split()[0])
+
+
+@pytest.mark.parametrize("fault", ["frozen", "killed"])
+def test_a_job_ends_by_its_lease_when_its_agent_cannot_end_it(
+    stack: Stack, tmp_path: Path, fault: str
+) -> None:
+    # The agent is frozen (SIGSTOP) or killed (SIGKILL) past its lease: its watchdog ends the
+    # job before the server may start it again, and the job is never failed for it.
+    stack.start_server("--lease", "10")
+    admin_token = (stack.state / "admin.token").read_text().strip()
+    pids = tmp_path / "pids"
+    with Client(stack.url, admin_token) as admin:
+        job_id, first = _first_run(stack, admin, pids)
+        assert stack.agent is not None
+        os.kill(stack.agent.pid, signal.SIGSTOP if fault == "frozen" else signal.SIGKILL)
+        frozen_at = time.monotonic()
+        wait_until("the watchdog ends the first run", lambda: not alive(first), 30)
+        ended_after = time.monotonic() - frozen_at
+        assert admin.job(job_id).state == "running"  # the server has not given it away yet
+        assert ended_after <= 10.5, ended_after
+        if fault == "frozen":
+            os.kill(stack.agent.pid, signal.SIGCONT)
+            wait_until("the job completes", lambda: admin.job(job_id).state == "completed", 60)
+            done = admin.job(job_id)
+            assert (done.attempts, done.exit_code) == (2, 0), done
+        else:
+            # nobody runs shanghai now: once its lease has ended the job waits to run again
+            wait_until("the job is requeued", lambda: admin.job(job_id).state == "pending", 30)
+            assert admin.sites()[0].status == "down"
+        assert len(pids.read_text().splitlines()) == (2 if fault == "frozen" else 1)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from hypothesis import HealthCheck, settings
@@ -88,6 +89,14 @@ class InProcessLink:
         return None
 
 
+@dataclass(slots=True)
+class Runner:
+    """An extra agent and when it turns next."""
+
+    agent: Agent
+    next_turn: float
+
+
 class ControlPlaneMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
@@ -105,6 +114,8 @@ class ControlPlaneMachine(RuleBasedStateMachine):
         }
         self.agents = {s: self._agent(s) for s in SITES}
         self.next_turn = dict.fromkeys(SITES, self.clock.now())
+        #: Second agents started for a site beside its own (an operator's mistake).
+        self.doubles: list[Runner] = []
         self.next_pass = self.clock.now()
         self.submitted: list[str] = []
         self.ended: dict[str, JobState] = {}
@@ -138,12 +149,17 @@ class ControlPlaneMachine(RuleBasedStateMachine):
         """Let time pass event by event: agents' turns and reconcile passes, in order."""
         end = self.clock.now() + seconds
         while True:
-            moment = min([*self.next_turn.values(), self.next_pass, end])
+            turns = [r.next_turn for r in self.doubles if r.agent.gave_up is None]
+            turns += [t for s, t in self.next_turn.items() if self.agents[s].gave_up is None]
+            moment = min([*turns, self.next_pass, end])
             self.clock.set(max(moment, self.clock.now()))
             for site in SITES:
-                if self.next_turn[site] <= self.clock.now():
+                if self.agents[site].gave_up is None and self.next_turn[site] <= self.clock.now():
                     delay = self.agents[site].step()
                     self.next_turn[site] = self.clock.now() + max(delay, 0.01)
+            for runner in self.doubles:
+                if runner.agent.gave_up is None and runner.next_turn <= self.clock.now():
+                    runner.next_turn = self.clock.now() + max(runner.agent.step(), 0.01)
             if self.next_pass <= self.clock.now():
                 if self.reconciler is not None:
                     self.reconciler.step()
@@ -167,7 +183,7 @@ class ControlPlaneMachine(RuleBasedStateMachine):
                 ):
                     break
                 for p in self.world.alive():
-                    self.backends[p.site].finish(p.attempt_id, 0)
+                    p.exit_code = 0
                 self._run_for(1.0)
             stuck = [j for j in self.submitted if self._state(j) not in TERMINAL_STATES]
             assert not stuck, f"jobs never ended: {self._explain(stuck)}"
@@ -220,7 +236,7 @@ class ControlPlaneMachine(RuleBasedStateMachine):
     @rule(data=st.data(), ok=st.booleans())
     def a_job_ends_on_its_own(self, data: st.DataObject, ok: bool) -> None:
         process = data.draw(st.sampled_from(self.world.alive()))
-        self.backends[process.site].finish(process.attempt_id, 0 if ok else 1)
+        process.exit_code = 0 if ok else 1
         if not ok:
             self.failed_on_purpose.add(process.job_id)
         self._run_for(1.0)
@@ -244,6 +260,25 @@ class ControlPlaneMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def a_site_is_reconnected(self, data: st.DataObject) -> None:
         self.partitioned.discard(data.draw(st.sampled_from(sorted(self.partitioned))))
+
+    @precondition(lambda self: len(self.doubles) < 2)
+    @rule(site=st.sampled_from(SITES))
+    def a_second_agent_is_started_for(self, site: str) -> None:
+        # Both run: the newcomer takes the site over, the one it replaced is refused and
+        # stops its attempts when its lease runs out; nothing runs twice meanwhile.
+        backend = WorldBackend(site, self.world, self.clock, {"H100": CAPACITY[(site, "H100")]})
+        agent = Agent(
+            site,
+            backend,
+            "in-process",
+            "t",
+            clock=self.clock,
+            link=InProcessLink(self, site),
+            stop_grace_s=2.0,
+            max_backoff_s=4.0,
+            state_path=self.dir / f"agent-{site}-{len(self.doubles)}.json",
+        )
+        self.doubles.append(Runner(agent=agent, next_turn=self.clock.now()))
 
     @rule(site=st.sampled_from(SITES))
     def an_agent_crashes_and_restarts(self, site: str) -> None:

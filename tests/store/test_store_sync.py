@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from onecluster.errors import ConflictError
 from onecluster.model import AttemptState, JobSpec, JobState
 from onecluster.store import (
     DEFAULT_LEASE_S,
@@ -123,7 +126,9 @@ def test_a_restarted_agent_that_lost_a_running_attempt_requeues_its_job(store: S
     [order] = store.sync("tokyo", report(agent="a2"), now=2.0)
     assert (order.attempt_id, order.action, order.handed_to) == (attempt_id, "run", "a1")
     assert store.job(job_id).state is JobState.RUNNING  # a2 has not said anything of it yet
-    assert store.sync("tokyo", report(lost(attempt_id), agent="a2"), now=3.0) == []
+    # a2 does not hold it; once a1's lease has ended, that means the job is lost
+    after = 1.5 + DEFAULT_LEASE_S
+    assert store.sync("tokyo", report(lost(attempt_id), agent="a2"), now=after) == []
     assert store.job(job_id).state is JobState.PENDING
     assert store.attempts(job_id)[0].state is AttemptState.LOST
 
@@ -266,3 +271,30 @@ def test_a_site_with_a_problem_is_degraded_once_and_recovers_once(store: Store) 
     assert store.sites()[0].problem is None
     kinds = [e.kind for e in store.events(kind_prefix="site_")]
     assert kinds == ["site_up", "site_degraded", "site_recovered"]
+
+
+def test_a_replacing_agent_gets_its_predecessors_work_only_when_that_lease_ends(
+    store: Store,
+) -> None:
+    # A second (or restarted) agent of the site does not hold what the first one runs, and says
+    # so; the first may still be running it until its own lease ends.
+    job_id, attempt_id = running_job(store)
+    store.sync("tokyo", report(AgentReport(attempt_id=attempt_id, state="running")), now=1.0)
+    store.sync("tokyo", report(lost(attempt_id), agent="a2"), now=2.0)
+    assert store.job(job_id).state is JobState.RUNNING
+    store.sync("tokyo", report(lost(attempt_id), agent="a2"), now=1.0 + DEFAULT_LEASE_S)
+    assert store.job(job_id).state is JobState.RUNNING  # the lease's last instant
+    store.sync("tokyo", report(lost(attempt_id), agent="a2"), now=1.5 + DEFAULT_LEASE_S)
+    assert store.job(job_id).state is JobState.PENDING
+
+
+def test_a_replaced_agent_is_refused_and_changes_nothing(store: Store) -> None:
+    job_id, attempt_id = running_job(store)
+    store.sync("tokyo", report(AgentReport(attempt_id=attempt_id, state="running")), now=1.0)
+    store.sync("tokyo", report(agent="a2"), now=2.0)
+    done = AgentReport(attempt_id=attempt_id, state="exited", exit_code=0)
+    with pytest.raises(ConflictError, match="was replaced"):
+        store.sync("tokyo", report(done, agent="a1"), now=3.0)
+    [site] = store.sites()
+    assert (site.agent_id, site.last_heartbeat) == ("a2", 2.0)
+    assert store.job(job_id).state is JobState.RUNNING

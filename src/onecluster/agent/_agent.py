@@ -30,6 +30,7 @@ agent is gone, and a restarted agent reports such leftovers as ``lost`` anyway.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 import uuid
@@ -42,17 +43,25 @@ from onecluster.agent._logship import LogShipper
 from onecluster.agent._own_stops import OwnStops
 from onecluster.agent._reconcile import Actions, reconcile
 from onecluster.agent._server_link import ServerLink, SyncLink
+from onecluster.agent._watchdog import write_lease
 from onecluster.backends import AttemptStatus, ClusterBackend
 from onecluster.clock import Clock, MonotonicClock
-from onecluster.errors import AuthError, NotFoundError, PlatformError, ValidationError
+from onecluster.errors import (
+    AuthError,
+    ConflictError,
+    NotFoundError,
+    PlatformError,
+    ValidationError,
+)
 from onecluster.model import AttemptState
 from onecluster.schema import AgentSync, AgentSyncReply, AttemptReport
 
 __all__ = ["Agent", "AgentStats"]
 
 #: Refusals that retrying cannot cure: a token that is not this site's or unknown, a site
-#: the server does not know, a body (or a reply) the other side cannot read.
-_PERMANENT = (AuthError, NotFoundError, ValidationError)
+#: the server does not know, a body (or a reply) the other side cannot read, another agent
+#: that replaced this one at the site.
+_PERMANENT = (AuthError, NotFoundError, ValidationError, ConflictError)
 
 _log = logging.getLogger("onecluster.agent")
 
@@ -93,6 +102,9 @@ class Agent:
     ``clock`` measures the lease: it must not jump (the default is monotonic).
     ``state_path`` keeps, across restarts of the agent, which attempts it stopped on its own
     (:mod:`onecluster.agent._own_stops`); give the same file to the next agent of the site.
+    ``watched_dir``: the work directory whose watchdog guards this agent's lease
+    (:mod:`onecluster.agent._watchdog`); the agent writes its lease there after every sync.
+    ``clock`` must then be ``time.monotonic``'s, which the watchdog reads too.
     """
 
     def __init__(
@@ -111,6 +123,7 @@ class Agent:
         link: SyncLink | None = None,
         links: SiteLinks | None = None,
         state_path: Path | None = None,
+        watched_dir: Path | None = None,
     ) -> None:
         self.agent_id = str(uuid.uuid4())
         self._site = site
@@ -125,7 +138,8 @@ class Agent:
         self._logs = LogShipper(backend, log_chunk_bytes)
         self._started: set[str] = set()
         #: Attempts this agent (or one before it) stopped on its own: reported ``lost``.
-        self._stopped_by_agent = OwnStops(state_path)
+        self._stopped_by_agent = OwnStops(state_path, watchdog_dir=watched_dir)
+        self._watched_dir = watched_dir
         #: Listed attempts that will not run here, reported until the server drops them.
         self._orphans: dict[str, str] = {}
         self._refused: dict[str, tuple[str, str]] = {}
@@ -152,13 +166,19 @@ class Agent:
     # -- one sync ---------------------------------------------------------------------------
 
     def sync_once(self) -> AgentSyncReply:
-        """Poll the backend, report to the server, reconcile with its reply.
+        """Poll the backend, report to the server, take the lease its answer grants and
+        reconcile with it.
 
         Raises the link's :class:`PlatformError` when the server cannot be reached or refuses
         the sync; nothing is started or stopped then and log cursors do not move.
         """
+        sent_at = self._clock.now()
         statuses = self._backend.poll()
-        reply = self._report(statuses, timeout_s=self._sync_budget(self._clock.now()))
+        reply = self._report(statuses, timeout_s=self._sync_budget(sent_at))
+        self._lease = Lease(sent_at=sent_at, length_s=reply.lease_s)
+        if self._watched_dir is not None:  # before anything starts under the new lease
+            kill_at = self._lease.ends_at + self._lease.margin_s / 2
+            write_lease(self._watched_dir, agent_pid=os.getpid(), kill_at=kill_at)
         actions = reconcile(
             reply.attempts,
             statuses,
@@ -305,7 +325,6 @@ class Agent:
         self._ok += 1
         self._failures = 0
         self._last_sync_at = now
-        self._lease = Lease(sent_at=now, length_s=reply.lease_s)
         self._interval = min(max(reply.heartbeat_interval_s, _MIN_INTERVAL_S), _MAX_INTERVAL_S)
         self._next_sync = now + self._interval
         return self._rest(now, self._turn())
@@ -342,12 +361,18 @@ class Agent:
             )
             return
         self._refusal = None
+        if not self._fenced:
+            where = "attempts keep running"
+        elif self._lease is not None and now < self._lease.ends_at:
+            where = "its attempts are being stopped (the lease is running out)"
+        else:
+            where = "the lease has ended; its attempts are stopped"
         _log.warning(
             "sync with %s failed (%s: %s); %s; retry %d in %.1f s",
             self._server_url,
             exc.code,
             exc.message,
-            "the lease ran out" if self._fenced else "attempts keep running",
+            where,
             self._failures,
             delay,
         )
@@ -394,6 +419,8 @@ class Agent:
                 "the server kept refusing this agent (%s) until its lease ran out; exiting",
                 self._refusal.message,
             )
+        if self._fenced and now >= lease.ends_at:
+            self._kill_what_is_left()
         if self._fenced or now < lease.fence_at(self._stop_grace_s):
             return
         self._fenced = True
@@ -403,8 +430,9 @@ class Agent:
         for status in running:
             self._backend.stop(status.attempt_id, grace, "the agent could not renew its lease")
         _log.error(
-            "no sync with %s for %.0f s: its lease of %.0f s ends in %.1f s; stopped %d attempts "
-            "(SIGKILL in %.1f s) so that none runs twice; the server requeues their jobs",
+            "no sync with %s for %.0f s: its lease of %.0f s ends in %.1f s; stopping %d "
+            "attempt(s) (SIGKILL in %.1f s) so that none runs twice; the server requeues their "
+            "jobs",
             self._server_url,
             now - lease.sent_at,
             lease.length_s,
@@ -412,6 +440,14 @@ class Agent:
             len(running),
             grace,
         )
+
+    def _kill_what_is_left(self) -> None:
+        """At the end of the lease: SIGKILL now whatever still runs (the backend's own deadline,
+        on its own clock, may fall a moment later)."""
+        for status in self._backend.poll():
+            if status.state is AttemptState.RUNNING:
+                self._stopped_by_agent.add([status.attempt_id])
+                self._backend.stop(status.attempt_id, 0.0, "the agent's lease ran out")
 
     def run(self, stop: threading.Event) -> None:
         """Turn until ``stop`` is set or the agent gives up (:attr:`gave_up`), then
@@ -451,6 +487,8 @@ class Agent:
                     _log.warning("could not report the final state to the server: %s", exc.message)
         finally:
             self._backend.close(grace_s=0.5)
+            if self._watched_dir is not None:  # nothing left to guard
+                write_lease(self._watched_dir, agent_pid=os.getpid(), kill_at=None)
             self._link.close()
             if self._links is not None:
                 self._links.close()

@@ -15,6 +15,8 @@ import logging
 from collections.abc import Iterable
 from pathlib import Path
 
+from onecluster.agent._watchdog import stopped_by_watchdog
+
 __all__ = ["OwnStops"]
 
 _log = logging.getLogger("onecluster.agent")
@@ -23,8 +25,9 @@ _log = logging.getLogger("onecluster.agent")
 class OwnStops:
     """A set of attempt ids, persisted to ``path`` (``None``: in memory only)."""
 
-    def __init__(self, path: Path | None = None) -> None:
+    def __init__(self, path: Path | None = None, *, watchdog_dir: Path | None = None) -> None:
         self._path = path
+        self._watchdog_dir = watchdog_dir
         self._ids: set[str] = set()
         if path is not None:
             try:
@@ -36,7 +39,12 @@ class OwnStops:
                 _log.warning("ignoring the unreadable agent state file %s: %s", path, exc)
 
     def __contains__(self, attempt_id: object) -> bool:
-        return attempt_id in self._ids
+        if attempt_id in self._ids:
+            return True
+        # Those the agent's watchdog stopped while the agent could not (its own file).
+        return self._watchdog_dir is not None and attempt_id in stopped_by_watchdog(
+            self._watchdog_dir
+        )
 
     def add(self, attempt_ids: Iterable[str]) -> None:
         """Note ``attempt_ids`` (before stopping them)."""

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import os
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -13,9 +15,11 @@ from types import FrameType
 from onecluster.agent._agent import Agent
 from onecluster.agent._config import AgentConfig
 from onecluster.agent._links import SiteLinks
+from onecluster.agent._workdir import WorkDirLock
 from onecluster.backends import ClusterBackend, LocalBackend, SlurmBackend
 from onecluster.errors import PlatformError, ValidationError
 from onecluster.network import KernelRoutes
+from onecluster.process import Child
 from onecluster.telemetry import MetricsServer, Prober
 
 __all__ = ["run_agent"]
@@ -30,14 +34,33 @@ def run_agent(config: AgentConfig, *, stop: threading.Event | None = None) -> No
     """Run the agent for ``config.site`` until SIGTERM/SIGINT (or ``stop`` is set); blocking.
 
     Raises the :class:`PlatformError` that prevented starting (bad fabric file, unknown site,
-    work directory not writable) or that the agent gave up on (the server refused it for
-    good: :attr:`Agent.gave_up`); the CLI maps it to the exit code.  Running jobs are stopped
-    on the way out (see :mod:`onecluster.agent`).  Signal handlers are installed only when
-    called from the main thread, and restored afterwards.
+    work directory not writable or used by another agent) or that the agent gave up on (the
+    server refused it for good: :attr:`Agent.gave_up`); the CLI maps it to the exit code.
+    Running jobs are stopped on the way out (see :mod:`onecluster.agent`).  Signal handlers
+    are installed only when called from the main thread, and restored afterwards.  A local
+    site's jobs are also guarded by a watchdog (:mod:`onecluster.agent._watchdog`).
     """
     stop = stop or threading.Event()
     pools = config.resolved_pools()
     work_dir = config.resolved_work_dir()
+    try:
+        lock = WorkDirLock(work_dir).acquire()
+    except OSError as exc:
+        msg = f"cannot use {work_dir} as the agent's work directory: {exc.strerror or exc}"
+        raise ValidationError(msg, hint="pass a writable --work-dir") from exc
+    try:
+        _run_locked(config, pools, work_dir, lock, stop)
+    finally:
+        lock.release()
+
+
+def _run_locked(
+    config: AgentConfig,
+    pools: dict[str, int],
+    work_dir: Path,
+    lock: WorkDirLock,
+    stop: threading.Event,
+) -> None:
     try:
         backend = _backend(config, pools, work_dir)
     except OSError as exc:
@@ -49,6 +72,7 @@ def run_agent(config: AgentConfig, *, stop: threading.Event | None = None) -> No
     except PlatformError:
         backend.close(grace_s=0.5)
         raise
+    watchdog = _start_watchdog(work_dir, lock) if isinstance(backend, LocalBackend) else None
     agent = Agent(
         config.site,
         backend,
@@ -61,13 +85,32 @@ def run_agent(config: AgentConfig, *, stop: threading.Event | None = None) -> No
         request_timeout_s=config.request_timeout_s,
         links=links,
         state_path=work_dir / _STATE_FILE,
+        watched_dir=work_dir if watchdog is not None else None,
     )
     if links is not None:
         links.prober.start()
-    with _stopped_by_signals(stop):
-        agent.run(stop)
+    try:
+        with _stopped_by_signals(stop):
+            agent.run(stop)
+    finally:
+        if watchdog is not None:
+            watchdog.stop(grace_s=5.0)  # the agent stopped its jobs: nothing left to guard
     if agent.gave_up is not None:
         raise agent.gave_up
+
+
+def _start_watchdog(work_dir: Path, lock: WorkDirLock) -> Child:
+    """The watchdog of this agent's lease, holding the work-directory lock with it."""
+    argv = [
+        sys.executable,
+        "-m",
+        "onecluster.agent._watchdog_main",
+        str(work_dir),
+        str(os.getpid()),
+    ]
+    dog = Child.spawn(argv, log_path=work_dir / "watchdog.log", pass_fds=[lock.fd])
+    lock.note(watchdog_pid=dog.pid)
+    return dog
 
 
 def _backend(config: AgentConfig, pools: dict[str, int], work_dir: Path) -> ClusterBackend:

@@ -20,7 +20,7 @@ import os
 import shutil
 import signal
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -321,18 +321,23 @@ def _records(root: Path) -> list[tuple[Path, dict[str, Any]]]:
     return found
 
 
-def kill_leftovers(work_dir: Path) -> list[str]:
-    """Kill the jobs a local agent on ``work_dir`` left running (it died or was killed).
+def kill_leftovers(
+    work_dir: Path, *, before: Callable[[list[str]], None] | None = None
+) -> list[str]:
+    """Kill the jobs a local agent on ``work_dir`` left running (it died, was killed, or its
+    lease ran out while it could not act).
 
     Its jobs run in their own sessions, so they outlive it; this reads its attempt records and
     SIGKILLs every unfinished attempt's process group that still belongs to that attempt.
-    Returns the attempt ids killed.  Used by whoever started the agent (``onecluster up``).
+    ``before`` is told the ids first (to note them before anything is killed).  Returns the
+    attempt ids killed.  Used by whoever started the agent (``onecluster up``) and by the
+    agent's watchdog.
     """
-    killed: list[str] = []
-    for _, body in _records(Path(work_dir) / "attempts"):
-        pid, attempt_id = body.get("pid"), str(body["attempt_id"])
-        if not isinstance(pid, int) or body.get("exit_code") is not None:
-            continue
-        if kill_stray_group(pid, attempt_id):
-            killed.append(attempt_id)
-    return killed
+    unfinished = [
+        (body["pid"], str(body["attempt_id"]))
+        for _, body in _records(Path(work_dir) / "attempts")
+        if isinstance(body.get("pid"), int) and body.get("exit_code") is None
+    ]
+    if before is not None and unfinished:
+        before([attempt_id for _, attempt_id in unfinished])
+    return [a for pid, a in unfinished if kill_stray_group(pid, a)]

@@ -33,11 +33,12 @@ def server(
     lease: float = typer.Option(
         60.0,
         "--lease",
-        min=1.0,
+        min=10.0,
         help=(
             "Seconds each agent sync keeps a site's work its own.  A site silent this long is "
             "down and its jobs restart elsewhere; running jobs survive an outage of this server "
-            "of up to about lease − 5 % − the agents' stop grace − 4 s (43 s at 60)."
+            "of up to about lease − 5 % − the agents' stop grace − 4 s (43 s at 60).  At least 10: "
+            "a lease shorter than a heartbeat and a stop grace would stop every job."
         ),
     ),
     log_level: str = typer.Option("info", "--log-level", help="debug, info, warning or error."),

@@ -39,9 +39,11 @@ class Child:
         log_path: Path,
         env: Mapping[str, str] | None = None,
         cwd: Path | None = None,
+        pass_fds: Sequence[int] = (),
     ) -> Child:
         """Start ``argv`` in a new session, stdin from /dev/null, stdout and stderr appended
-        to ``log_path`` (its directory is created).  ``env=None`` passes ours on."""
+        to ``log_path`` (its directory is created).  ``env=None`` passes ours on; the
+        descriptors in ``pass_fds`` are inherited (all others are closed)."""
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with log_path.open("ab") as log:
             popen = subprocess.Popen(
@@ -53,6 +55,7 @@ class Child:
                 env=dict(env) if env is not None else None,
                 start_new_session=True,
                 close_fds=True,
+                pass_fds=tuple(pass_fds),
             )
         return cls(popen)
 

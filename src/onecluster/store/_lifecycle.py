@@ -61,7 +61,7 @@ def settle(job_state: JobState, run: Sequence[AttemptFacts]) -> Settlement:
         return Settlement(state=JobState.PENDING, preempted=True)
     lost = [a for a in ended if a.state is AttemptState.LOST]
     if lost:
-        return Settlement(state=JobState.PENDING, reason=f"requeued: {_why_broken(lost[0])}")
+        return Settlement(state=JobState.PENDING, reason=_why_broken(lost[0]))
     if not broken:
         return Settlement(state=JobState.COMPLETED, exit_code=0)
     first = broken[0]

@@ -16,6 +16,7 @@ from __future__ import annotations
 from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
+from onecluster.errors import ConflictError
 from onecluster.model import AttemptState, JobState
 from onecluster.store._records import AgentReport, Assignment, LogChunk, SyncReport
 from onecluster.store._tables import AgentRow, AttemptRow, JobRow, LogRow
@@ -29,6 +30,9 @@ from onecluster.store._transitions import (
 )
 
 __all__ = ["DEFAULT_LEASE_S", "START_TIMEOUT_S", "expire_site", "record_sync"]
+
+#: How many replaced agent ids a site remembers (their syncs are refused).
+_REPLACED_KEPT = 16
 
 #: How a job's ``reason`` begins while the site's cluster manager queues it.
 _QUEUED = "queued by the cluster manager at "
@@ -61,6 +65,8 @@ def record_sync(
         session.add(agent)
         event(session, now, "site_up", f"site {site} is up (agent {report.agent_id})")
     else:
+        if agent.agent_id != report.agent_id:
+            _replace_agent(session, agent, report.agent_id, now)
         if agent.down:
             event(session, now, "site_up", f"site {site} is back (agent {report.agent_id})")
         agent.agent_id = report.agent_id
@@ -84,13 +90,46 @@ def record_sync(
         )
     }
     touched: set[str] = set()
+    # What was handed to a replaced agent whose lease may still run is not taken as lost yet.
+    held_elsewhere = agent.replaced_until is not None and now <= agent.replaced_until
     for attempt in known.values():
-        if _apply(attempt, jobs[attempt.job_id], reported.get(attempt.id), now):
+        report_of = reported.get(attempt.id)
+        if (
+            held_elsewhere
+            and report_of is not None
+            and report_of.state == "lost"
+            and attempt.handed_to not in (None, report.agent_id)
+        ):
+            continue
+        if _apply(attempt, jobs[attempt.job_id], report_of, now):
             touched.add(attempt.job_id)
     for job_id in sorted(touched):
         settle_job(session, jobs[job_id], now)
     _append_logs(session, site, report.logs)
     return desired(session, site, jobs, agent_id=report.agent_id)
+
+
+def _replace_agent(session: Session, agent: AgentRow, agent_id: str, now: float) -> None:
+    """Let ``agent_id`` take ``agent``'s site over (a restarted agent, or a second one), unless
+    it is an agent the site replaced before: :class:`ConflictError`, nothing recorded — it
+    stops its attempts when its own lease runs out."""
+    if agent_id in agent.replaced:
+        msg = (
+            f"site {agent.site} is run by agent {agent.agent_id} now; this agent ({agent_id}) "
+            "was replaced by it"
+        )
+        raise ConflictError(msg, hint="stop this agent: one agent runs a site")
+    if not agent.down:
+        until = agent.last_heartbeat + agent.lease_s
+        agent.replaced_until = max(agent.replaced_until or until, until)
+    agent.replaced = [*agent.replaced[-(_REPLACED_KEPT - 1) :], agent.agent_id]
+    event(
+        session,
+        now,
+        "site_agent_replaced",
+        f"site {agent.site}: agent {agent_id} replaces agent {agent.agent_id}; what that one "
+        "ran is given up once its lease ends",
+    )
 
 
 def _job_ids_of(site: str, attempt_ids: list[str]) -> Select[str]:

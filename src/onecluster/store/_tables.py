@@ -120,6 +120,11 @@ class AgentRow(Base):
     #: The lease granted with the last sync: the site's work is nobody else's until
     #: ``last_heartbeat + lease_s``, whatever the server's configuration is now.
     lease_s: Mapped[float] = mapped_column(default=10.0, server_default="10.0")
+    #: Agent ids this site's agent replaced (the latest last): their syncs are refused.
+    replaced: Mapped[list[str]] = mapped_column(JSON, default=list, server_default="[]")
+    #: Until when the last replaced agent's lease ran: what was handed to it is not taken as
+    #: lost before then (it may still be running it).
+    replaced_until: Mapped[float | None] = mapped_column(default=None)
 
 
 class LogRow(Base):
