@@ -61,3 +61,12 @@ def test_a_workdir_missing_at_the_site_fails_the_attempt_saying_so(tmp_path: Pat
 def test_a_relative_workdir_is_refused() -> None:
     with pytest.raises(ValidationError, match="absolute"):
         spec("w4", "code")
+
+
+def test_a_workdir_that_is_a_file_is_named_as_such(tmp_path: Path) -> None:
+    backend = LocalBackend("sha", {"H100": 2}, tmp_path / "agent")
+    not_a_dir = tmp_path / "train.py"
+    not_a_dir.write_text("")
+    status, log = run(backend, spec("w5", str(not_a_dir)))
+    assert status.exit_code == 126
+    assert f"the working directory {not_a_dir} is not a directory" in log

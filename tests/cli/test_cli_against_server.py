@@ -299,3 +299,11 @@ def test_bad_input_at_the_cli_door_is_refused_by_name(server: tuple[str, str]) -
 def test_a_token_for_an_unknown_team_names_the_known_ones(server: tuple[str, str]) -> None:
     code, _, err = _cli(server, "token", "create", "--role", "member", "--team", "nosuch")
     assert code == 3 and "there is no team 'nosuch'" in err and "known teams: llm" in err
+
+
+def test_submit_refuses_an_empty_workdir_and_two_outputs(server: tuple[str, str]) -> None:
+    base = ["submit", "--team", "llm", "--gpus", "8", "--duration", "60"]
+    code, _, err = _cli(server, *base, "--workdir", "", "--", "x")
+    assert code == 2 and "--workdir is empty" in err
+    code, _, err = _cli(server, *base, "--json", "--quiet", "--", "x")
+    assert code == 2 and "give one" in err

@@ -140,7 +140,8 @@ class LocalBackend:
         self._attempts[attempt.attempt_id] = record
         cwd = Path(attempt.workdir) if attempt.workdir else path
         if not cwd.is_dir():
-            self._note(record, f"cannot start: the working directory {cwd} does not exist here")
+            what = "is not a directory" if cwd.exists() else "does not exist here"
+            self._note(record, f"cannot start: the working directory {cwd} {what}")
             self._finish(record, 126)
             return
         try:

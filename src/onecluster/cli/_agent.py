@@ -87,7 +87,8 @@ def agent(
 ) -> None:
     """Run the agent of one site: sync with the server, run its jobs through the backend.
 
-    Needs an agent token of this site (--token, $ONECLUSTER_TOKEN).
+    Needs an agent token of this site: $ONECLUSTER_TOKEN, or the global option before the
+    command (onecluster --token T agent ...).
     """
     from onecluster.agent import AgentConfig, run_agent
 
@@ -95,7 +96,11 @@ def agent(
     token = token_of(config)
     if token is None:
         msg = f"the agent of {site} needs an agent token for its site"
-        raise AuthError(msg, hint="pass --token or set ONECLUSTER_TOKEN (an admin mints one)")
+        raise AuthError(
+            msg,
+            hint="set ONECLUSTER_TOKEN or pass `onecluster --token T agent …` (an admin mints "
+            "one: onecluster token create --role agent --site S)",
+        )
     _setup_logging()
     run_agent(
         AgentConfig(

@@ -62,6 +62,12 @@ def submit(
     """Submit a job; the scheduler picks the site."""
     from onecluster.schema import JobSubmit
 
+    if as_json and quiet:
+        msg = "--json and --quiet ask for two different outputs; give one"
+        raise ValidationError(msg)
+    if workdir is not None and not workdir.strip():
+        msg = "--workdir is empty; give the directory the job runs in at its site"
+        raise ValidationError(msg)
     if not command:
         msg = "submit needs the command the job runs"
         raise ValidationError(msg, hint="put it after --, e.g. onecluster submit ... -- sleep 60")

@@ -13,7 +13,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from fastapi.routing import APIRoute
 
-from onecluster.schema import AgentSync, AgentSyncReply
+from onecluster.schema import AgentSync, AgentSyncReply, ErrorOut
 from onecluster.server._deps import Caller, Control, principal_of
 
 __all__ = ["router"]
@@ -37,7 +37,15 @@ class _AgentFirst(APIRoute):
 router = APIRouter(prefix="/api/v1/agents", tags=["agents"], route_class=_AgentFirst)
 
 
-@router.post("/{site}/sync")
+@router.post(
+    "/{site}/sync",
+    responses={
+        409: {
+            "model": ErrorOut,
+            "description": "This agent was replaced at its site by another one; it must stop.",
+        }
+    },
+)
 async def sync(site: str, body: AgentSync, control: Control, caller: Caller) -> AgentSyncReply:
     """Record the agent's report (idempotently), renew the site's lease and answer with the
     desired attempts."""
