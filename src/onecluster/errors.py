@@ -14,7 +14,8 @@
     ├── AuthError                      code="unauthorized"     exit 5   HTTP 401
     │   └── ForbiddenError             code="forbidden"        exit 5   HTTP 403
     ├── UnavailableError               code="unavailable"      exit 6   HTTP 503
-    └── BackendError                   code="backend_failed"   exit 7   HTTP 502
+    ├── BackendError                   code="backend_failed"   exit 7   HTTP 502
+    └── IntegrityError                 code="integrity"        exit 10  HTTP 422
 
 Every class carries a stable ``code`` (part of the API's error schema, never a class name), an
 HTTP ``status`` and a CLI ``exit_code``.  Messages are full sentences that say what went wrong
@@ -34,6 +35,7 @@ __all__ = [
     "FabricError",
     "ForbiddenError",
     "ImpossibleJobError",
+    "IntegrityError",
     "NotFoundError",
     "PlatformError",
     "TooLargeError",
@@ -158,3 +160,12 @@ class BackendError(PlatformError):
     code = "backend_failed"
     status = 502
     exit_code = 7
+
+
+class IntegrityError(PlatformError):
+    """Data that is not what its digest or root says: a corrupt chunk or manifest, a file
+    that changed at its source after it was scanned.  Nothing unverified is ever kept."""
+
+    code = "integrity"
+    status = 422
+    exit_code = 10

@@ -15,6 +15,7 @@ from onecluster.schema._bounds import (
     GpuType,
     Id,
 )
+from onecluster.schema._data import DataOrders, DataReport
 from onecluster.schema._links import IPv4, LinkReport, PeerOut, RouteTableOut
 
 #: Most attempts one sync may report: an attempt holds at least one GPU, and no site of any
@@ -85,6 +86,9 @@ class AgentSync(BaseModel):
     #: The agent's monotonic clock when it built this body: the server maps the probes'
     #: send times through the smallest (server time − this) it has seen from the agent.
     probe_clock_s: float | None = Field(default=None, allow_inf_nan=False)
+    #: The data plane: its endpoint, scans, transfers and replicas (``None``: this agent
+    #: has none).
+    data: DataReport | None = None
 
 
 class DesiredAttempt(BaseModel):
@@ -124,3 +128,5 @@ class AgentSyncReply(BaseModel):
     #: Why link reports of this sync were ignored (a circuit that does not reach the site …);
     #: the rest of the sync was taken.
     refused_links: list[str] = Field(default_factory=list)
+    #: What the site's data plane should do: scans, transfers to receive, transfers to serve.
+    data: DataOrders = Field(default_factory=DataOrders)
