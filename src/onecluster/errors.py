@@ -15,7 +15,8 @@
     │   └── ForbiddenError             code="forbidden"        exit 5   HTTP 403
     ├── UnavailableError               code="unavailable"      exit 6   HTTP 503
     ├── BackendError                   code="backend_failed"   exit 7   HTTP 502
-    └── IntegrityError                 code="integrity"        exit 10  HTTP 422
+    ├── IntegrityError                 code="integrity"        exit 10  HTTP 422
+    └── StorageError                   code="storage"          exit 11  HTTP 507
 
 Every class carries a stable ``code`` (part of the API's error schema, never a class name), an
 HTTP ``status`` and a CLI ``exit_code``.  Messages are full sentences that say what went wrong
@@ -38,6 +39,7 @@ __all__ = [
     "IntegrityError",
     "NotFoundError",
     "PlatformError",
+    "StorageError",
     "TooLargeError",
     "TraceError",
     "UnavailableError",
@@ -169,3 +171,13 @@ class IntegrityError(PlatformError):
     code = "integrity"
     status = 422
     exit_code = 10
+
+
+class StorageError(PlatformError):
+    """A site's storage cannot take what is asked of it: the disk is full, a directory cannot
+    be written.  What was written and verified before is kept, so the work resumes once
+    there is room."""
+
+    code = "storage"
+    status = 507
+    exit_code = 11

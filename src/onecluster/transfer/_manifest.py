@@ -203,6 +203,8 @@ def _decode_entry(view: memoryview, at: int) -> tuple[Entry, int]:
         kind = EntryKind(raw_kind)
     except ValueError as exc:
         raise IntegrityError(f"the manifest holds an entry of unknown kind {raw_kind}") from exc
+    if kind is not EntryKind.FILE and (size or (count and kind is EntryKind.DIRECTORY)):
+        raise IntegrityError("the manifest gives a size or chunks to an entry that is no file")
     item = 1 if kind is EntryKind.SYMLINK else _CHUNK.size
     if path_len > len(view) - at or count > (len(view) - at - path_len) // item:
         raise IntegrityError("the manifest is truncated inside an entry")
