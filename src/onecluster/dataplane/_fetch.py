@@ -34,7 +34,9 @@ __all__ = ["ChunkSink", "Fetch", "PathStats", "Route", "fetch_manifest"]
 _log = logging.getLogger("onecluster.dataplane")
 
 _DEPTH = 3
+#: A request's bytes: at most 8 MiB, less near the end so that every stream gets a share.
 _BATCH_BYTES = 8 * 1024 * 1024
+_MIN_BATCH_BYTES = 256 * 1024
 _BATCH_COUNT = 1024
 #: Corrupt chunks from one connection before it is dropped.
 _CORRUPT_LIMIT = 8
@@ -156,13 +158,13 @@ class Fetch:
         self._routes: dict[str, Route] = {}
         self._stats: dict[str, PathStats] = {}
         self._threads: list[threading.Thread] = []
-        self._gone: set[str] = set()
         self._socks: dict[int, tuple[str, socket.socket]] = {}
         self.error: PlatformError | None = None
         self.bytes_wire = 0
         self.chunks_wire = 0
         self.bytes_new = 0
         self._initial = list(routes)
+        self._planned = 0  # streams of the current routes
 
     # -- control ----------------------------------------------------------------------------
 
@@ -177,18 +179,24 @@ class Fetch:
             for name, old in list(self._routes.items()):
                 if wanted.get(name) != old:
                     del self._routes[name]
-                    self._gone.add(name)
                     for _key, (path, sock) in list(self._socks.items()):
                         if path == name:
                             with contextlib.suppress(OSError):
                                 sock.shutdown(socket.SHUT_RDWR)
+            added = set()
             for name, route in wanted.items():
                 if name in self._routes:
                     continue
+                added.add(name)
                 self._routes[name] = route
-                self._gone.discard(name)
                 stats = self._stats.setdefault(name, PathStats(name, route.circuits))
                 stats.state, stats.error = "connecting", None
+            self._planned = sum(
+                streams_for(r.rate_bps, r.rtt_s, self._window) for r in self._routes.values()
+            )
+            for name, route in wanted.items():
+                if name not in added:
+                    continue
                 for i in range(streams_for(route.rate_bps, route.rtt_s, self._window)):
                     thread = threading.Thread(
                         target=self._stream, args=(route,), name=f"fetch-{name}-{i}", daemon=True
@@ -292,7 +300,7 @@ class Fetch:
             while self._alive(route):
                 while len(flight) < _DEPTH:
                     batch = self._work.take(
-                        max_bytes=_BATCH_BYTES, max_count=_BATCH_COUNT, steal_after_s=steal
+                        max_bytes=self._batch_bytes(), max_count=_BATCH_COUNT, steal_after_s=steal
                     )
                     if not batch:
                         break
@@ -310,6 +318,14 @@ class Fetch:
                 flight.popleft()
         finally:
             self._work.give_back(c for b in flight for c in b)
+
+    def _batch_bytes(self) -> int:
+        """Up to 8 MiB, but no more than a share of what is left for every stream's
+        requests in flight, so that the last bytes are spread over every path too."""
+        with self._lock:
+            streams = max(self._planned, 1)
+        share = self._work.pending_bytes // (streams * _DEPTH)
+        return max(_MIN_BATCH_BYTES, min(_BATCH_BYTES, share))
 
     def _receive(self, sock: socket.socket, chunk: ChunkRef, stats: PathStats) -> None:
         frame = wire.read_frame(sock)

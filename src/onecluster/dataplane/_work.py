@@ -29,6 +29,13 @@ class Work:
         self._cond = threading.Condition()
         self.total = len(self._pending)
         self.done_count = 0
+        self._pending_bytes = sum(c.size for c in self._pending)
+
+    @property
+    def pending_bytes(self) -> int:
+        """Bytes of the chunks not handed out yet."""
+        with self._cond:
+            return self._pending_bytes
 
     @property
     def finished(self) -> bool:
@@ -49,6 +56,7 @@ class Work:
                 if batch and size + chunk.size > max_bytes:
                     break
                 self._pending.popleft()
+                self._pending_bytes -= chunk.size
                 if chunk.digest in self._flight:
                     continue
                 self._flight[chunk.digest] = (chunk, now)
@@ -79,6 +87,7 @@ class Work:
             for chunk in chunks:
                 if self._flight.pop(chunk.digest, None) is not None:
                     self._pending.appendleft(chunk)
+                    self._pending_bytes += chunk.size
                 self._doubled.discard(chunk.digest)
             self._cond.notify_all()
 
