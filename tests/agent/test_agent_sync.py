@@ -98,6 +98,7 @@ def test_sync_body_follows_the_contract(control_plane: Any, start_agent: Any) ->
         "service_address": None,
         "links": [],
         "probe_clock_s": None,
+        "data": None,  # an agent built without a data plane
     }
 
 

@@ -37,6 +37,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from onecluster.agent._data import SiteData
 from onecluster.agent._lease import Lease
 from onecluster.agent._links import SiteLinks
 from onecluster.agent._logship import LogShipper
@@ -96,6 +97,8 @@ class Agent:
     The server's ``heartbeat_interval_s`` (in every sync reply) replaces the configured one.
     ``link`` replaces the HTTP link to the server (``server_url``/``token`` are then unused):
     any :class:`~onecluster.agent.SyncLink`.
+    ``data`` is the site's data plane (:mod:`onecluster.agent._data`): datasets scanned,
+    received, served and relayed; every sync reports it and hands it the server's orders.
     ``links`` probes the site's circuits and follows the server's route table
     (:mod:`onecluster.agent._links`); while a circuit just fell silent or recovered the agent
     syncs every 0.25 s, so the server hears of it, and reroutes, without waiting a heartbeat.
@@ -122,6 +125,7 @@ class Agent:
         request_timeout_s: float = 5.0,
         link: SyncLink | None = None,
         links: SiteLinks | None = None,
+        data: SiteData | None = None,
         state_path: Path | None = None,
         watched_dir: Path | None = None,
     ) -> None:
@@ -151,6 +155,7 @@ class Agent:
         self._refusal: PlatformError | None = None
         self._gave_up: PlatformError | None = None
         self._links = links
+        self._data = data
         self._polled_at = float("-inf")
 
     @property
@@ -216,11 +221,14 @@ class Agent:
             service_address=self._links.service_address if self._links else None,
             links=self._links.reports() if self._links else [],
             probe_clock_s=self._links.clock() if self._links else None,
+            data=self._data.report() if self._data else None,
         )
         reply = self._link.agent_sync(self._site, body, timeout_s=timeout_s)
         self._logs.commit(batch)
         if self._links is not None:
             self._links.delivered(reply)
+        if self._data is not None:
+            self._data.apply(reply.data)
         return reply
 
     def _wire(self, status: AttemptStatus) -> AttemptReport:
@@ -492,6 +500,8 @@ class Agent:
             self._link.close()
             if self._links is not None:
                 self._links.close()
+            if self._data is not None:
+                self._data.close()
         _log.info("agent %s stopped", self.agent_id)
 
     def statistics(self) -> AgentStats:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import ipaddress
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from onecluster.errors import NotFoundError, ValidationError
 from onecluster.fabric import load_fabric
@@ -32,6 +34,11 @@ class AgentConfig:
     ``probe_port`` is the UDP port of its probe sockets (0: any free one);
     ``apply_routes`` programs the kernel's routes to the other sites from the server's route
     table; ``metrics_address`` (``host:port``) serves the probes' Prometheus ``/metrics``.
+
+    Data: ``data_dir`` holds received datasets and the chunk index (default
+    ``<work_dir>/data``); the data endpoint listens on ``data_port`` (0: any free one) and is
+    announced at ``data_address`` (default: the service address, else this host's address
+    toward the server).
     Construction raises :class:`ValidationError` for values that cannot work.
     """
 
@@ -53,6 +60,9 @@ class AgentConfig:
     probe_port: int = DEFAULT_PROBE_PORT
     apply_routes: bool = False
     metrics_address: str | None = None
+    data_dir: Path | None = None
+    data_port: int = 0
+    data_address: str | None = None
     slurm_conf: Path | None = None
     kubeconfig: Path | None = None
     kube_context: str | None = None
@@ -101,6 +111,11 @@ class AgentConfig:
             raise ValidationError(msg, hint="give each circuit its address, or --probe-port 0")
         if self.service_address is not None:
             _check_ip(self.service_address, "the service address")
+        if self.data_address is not None:
+            _check_ip(self.data_address, "the data address")
+        if not 0 <= self.data_port <= 65535:
+            msg = f"the data port {self.data_port} is not between 0 and 65535"
+            raise ValidationError(msg)
         if not 0.001 <= self.probe_interval_s <= 10:
             msg = f"the probe interval must be between 0.001 and 10 s (got {self.probe_interval_s})"
             raise ValidationError(msg)
@@ -182,6 +197,27 @@ class AgentConfig:
             if circuit not in mine:
                 msg = f"circuit {circuit!r} of --link is not a circuit of site {self.site}"
                 raise ValidationError(msg, hint=f"the site's circuits: {', '.join(sorted(mine))}")
+
+    def resolved_data_dir(self) -> Path:
+        """``data_dir``, or ``<work_dir>/data``."""
+        return (
+            Path(self.data_dir) if self.data_dir is not None else self.resolved_work_dir() / "data"
+        )
+
+    def resolved_data_address(self) -> str:
+        """Where other sites reach the data endpoint: ``data_address``, the service address,
+        else the address this host uses toward the server (no packet is sent to find it)."""
+        if self.data_address is not None:
+            return self.data_address
+        if self.service_address is not None:
+            return self.service_address
+        host = urlsplit(self.server_url).hostname or "127.0.0.1"
+        try:
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+                probe.connect((socket.gethostbyname(host), 9))
+                return str(probe.getsockname()[0])
+        except OSError:
+            return "127.0.0.1"
 
     def resolved_work_dir(self) -> Path:
         """``work_dir``, or ``~/.onecluster/agent/<site>`` when none was given."""

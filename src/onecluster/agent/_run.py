@@ -14,6 +14,7 @@ from types import FrameType
 
 from onecluster.agent._agent import Agent
 from onecluster.agent._config import AgentConfig
+from onecluster.agent._data import SiteData
 from onecluster.agent._links import SiteLinks
 from onecluster.agent._workdir import WorkDirLock
 from onecluster.backends import ClusterBackend, LocalBackend, SlurmBackend
@@ -72,6 +73,18 @@ def _run_locked(
     except PlatformError:
         backend.close(grace_s=0.5)
         raise
+    try:
+        data = SiteData(
+            config.site,
+            config.resolved_data_dir(),
+            port=config.data_port,
+            address=config.resolved_data_address(),
+        )
+    except PlatformError:
+        backend.close(grace_s=0.5)
+        if links is not None:
+            links.close()
+        raise
     watchdog = _start_watchdog(work_dir, lock) if isinstance(backend, LocalBackend) else None
     agent = Agent(
         config.site,
@@ -84,6 +97,7 @@ def _run_locked(
         log_chunk_bytes=config.log_chunk_bytes,
         request_timeout_s=config.request_timeout_s,
         links=links,
+        data=data,
         state_path=work_dir / _STATE_FILE,
         watched_dir=work_dir if watchdog is not None else None,
     )

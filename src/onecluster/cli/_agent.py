@@ -84,6 +84,20 @@ def agent(
     metrics: str | None = typer.Option(
         None, "--metrics", help="Serve the probes' Prometheus /metrics on HOST:PORT."
     ),
+    data_dir: Path | None = typer.Option(
+        None,
+        "--data-dir",
+        help="Where received datasets and the chunk index live \\[default: WORK_DIR/data].",
+    ),
+    data_port: int = typer.Option(
+        0, "--data-port", min=0, max=65535, help="TCP port of the data endpoint (0: any free one)."
+    ),
+    data_address: str | None = typer.Option(
+        None,
+        "--data-address",
+        help="Address other sites reach the data endpoint at \\[default: the service address, "
+        "else this host's address toward the server].",
+    ),
 ) -> None:
     """Run the agent of one site: sync with the server, run its jobs through the backend.
 
@@ -119,6 +133,9 @@ def agent(
             probe_port=probe_port,
             apply_routes=apply_routes,
             metrics_address=metrics,
+            data_dir=data_dir,
+            data_port=data_port,
+            data_address=data_address,
             slurm_conf=slurm_conf,
             kubeconfig=kubeconfig,
             kube_context=kube_context,

@@ -233,14 +233,16 @@ class Fetch:
     def chunks_done(self) -> int:
         return self._work.done_count
 
-    def paths(self) -> list[PathStats]:
+    def paths(self, *, current_only: bool = True) -> list[PathStats]:
+        """A snapshot of every path's counters (with ``current_only=False``, also those of
+        paths the fetch no longer uses)."""
         with self._lock:
             return [
                 PathStats(
                     s.name, s.circuits, s.bytes, s.chunks, s.corrupt, s.streams, s.state, s.error
                 )
                 for s in self._stats.values()
-                if s.name in self._routes
+                if s.name in self._routes or not current_only
             ]
 
     # -- streams ----------------------------------------------------------------------------

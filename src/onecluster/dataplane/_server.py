@@ -105,7 +105,11 @@ class DataServer:
             tune(conn)
             kind, header = wire.read_hello(conn)
             transfer, ticket = str(header.get("transfer", "")), str(header.get("ticket", ""))
-            served = self._grants.served(transfer, ticket)
+            try:
+                served = self._grants.served(transfer, ticket)
+            except PlatformError as exc:
+                wire.write_status(conn, False, exc.message)
+                return
             if served is None or served.relay != (kind is wire.Kind.RELAY):
                 wire.write_status(conn, False, f"transfer {transfer!r} is not served here")
                 return

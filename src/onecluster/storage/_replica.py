@@ -65,6 +65,12 @@ class PartialReplica:
         self._present: set[bytes] = set()
         self.bytes_present = 0
 
+    @property
+    def chunks_present(self) -> int:
+        """Distinct chunks of the version written and verified so far."""
+        with self._lock:
+            return len(self._present)
+
     # -- set-up -----------------------------------------------------------------------------
 
     def open(self) -> list[ChunkRef]:
@@ -261,6 +267,8 @@ class PartialReplica:
             ((c, p, o, s) for c, p, o, s in self._manifest.places()),
         )
         self.bytes_present = self._manifest.bytes_total
+        with self._lock:
+            self._present = set(self._places)
         return self.final
 
     def close(self) -> None:
