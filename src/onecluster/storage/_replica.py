@@ -58,7 +58,7 @@ class PartialReplica:
         for chunk, path, offset, _ in manifest.places():
             self._places.setdefault(chunk, []).append((path, offset))
         self._lock = threading.Lock()
-        self._fds: dict[str, int] = {}
+        self._fds: dict[str, tuple[int, threading.Lock]] = {}
         self._pending: list[tuple[bytes, str, int, int]] = []
         self._pending_bytes = 0
         self._committed_at = time.monotonic()
@@ -161,7 +161,9 @@ class PartialReplica:
                 return False
         try:
             for path, offset in places:
-                os.pwrite(self._fd(path), data, offset)
+                fd, lock = self._fd(path)
+                with lock:  # one writer per file: the kernel's inode lock spins otherwise
+                    os.pwrite(fd, data, offset)
         except OSError as exc:
             raise _storage_error(exc, self.dir) from exc
         with self._lock:
@@ -183,7 +185,7 @@ class PartialReplica:
         with self._lock:
             pending, self._pending, self._pending_bytes = self._pending, [], 0
             self._committed_at = time.monotonic()
-            fds = {path: self._fds[path] for _, path, _, _ in pending}
+            fds = {path: self._fds[path][0] for _, path, _, _ in pending}
         if not pending:
             return
         try:
@@ -204,13 +206,13 @@ class PartialReplica:
             bytes_present=self.bytes_present,
         )
 
-    def _fd(self, path: str) -> int:
+    def _fd(self, path: str) -> tuple[int, threading.Lock]:
         with self._lock:
-            fd = self._fds.get(path)
-            if fd is None:
-                fd = os.open(self.dir / path, os.O_WRONLY | os.O_NOFOLLOW)
-                self._fds[path] = fd
-            return fd
+            held = self._fds.get(path)
+            if held is None:
+                held = (os.open(self.dir / path, os.O_WRONLY | os.O_NOFOLLOW), threading.Lock())
+                self._fds[path] = held
+            return held
 
     def _bytes_of(self, chunks: set[bytes]) -> int:
         sizes = self._manifest.chunks
@@ -275,7 +277,7 @@ class PartialReplica:
         """Close the open files (the partial directory stays, to resume)."""
         with self._lock:
             fds, self._fds = self._fds, {}
-        for fd in fds.values():
+        for fd, _ in fds.values():
             os.close(fd)
 
     def discard(self) -> None:
