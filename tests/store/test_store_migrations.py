@@ -26,10 +26,20 @@ def test_migrate_twice_is_a_no_op_and_records_the_version(tmp_path: Path) -> Non
     migrate(engine)
     with engine.connect() as conn:
         version = conn.execute(text("SELECT version_num FROM alembic_version")).scalar_one()
-    assert version == "0003"
-    assert {"jobs", "attempts", "tokens", "agents", "job_logs", "events"} <= set(
-        inspect(engine).get_table_names()
-    )
+    assert version == "0004"
+    assert {
+        "jobs",
+        "attempts",
+        "tokens",
+        "agents",
+        "job_logs",
+        "events",
+        "datasets",
+        "dataset_versions",
+        "replicas",
+        "scans",
+        "transfers",
+    } <= set(inspect(engine).get_table_names())
     engine.dispose()
 
 

@@ -1,5 +1,24 @@
 """Persistent state: SQLAlchemy 2 tables, Alembic migrations and the :class:`Store` repository."""
 
+from onecluster.store._data import DataStore
+from onecluster.store._data_records import (
+    ACTIVE_SCAN_STATES,
+    ACTIVE_TRANSFER_STATES,
+    DataEndpoint,
+    DatasetLocality,
+    DatasetRecord,
+    DataSync,
+    DataWork,
+    PathSample,
+    PushResult,
+    ReplicaHeld,
+    ReplicaRecord,
+    ScanProgress,
+    ScanRecord,
+    TransferProgress,
+    TransferRecord,
+    VersionRecord,
+)
 from onecluster.store._engine import make_engine, migrate
 from onecluster.store._lifecycle import AttemptFacts, Settlement, settle
 from onecluster.store._records import (
@@ -18,20 +37,37 @@ from onecluster.store._store import Store
 from onecluster.store._sync import DEFAULT_LEASE_S
 
 __all__ = [
+    "ACTIVE_SCAN_STATES",
+    "ACTIVE_TRANSFER_STATES",
     "DEFAULT_LEASE_S",
     "AgentReport",
     "Assignment",
     "AttemptFacts",
+    "DataEndpoint",
+    "DataStore",
+    "DataSync",
+    "DataWork",
+    "DatasetLocality",
+    "DatasetRecord",
     "EventRecord",
     "LogChunk",
+    "PathSample",
     "PlacedPart",
     "PreemptOrder",
+    "PushResult",
+    "ReplicaHeld",
+    "ReplicaRecord",
+    "ScanProgress",
+    "ScanRecord",
     "Settlement",
     "SiteRecord",
     "StartOrder",
     "Store",
     "SyncReport",
     "TokenRecord",
+    "TransferProgress",
+    "TransferRecord",
+    "VersionRecord",
     "make_engine",
     "migrate",
     "settle",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from onecluster.model import (
     AttemptRecord,
     AttemptState,
@@ -10,10 +12,37 @@ from onecluster.model import (
     PriorityClass,
     SitePart,
 )
+from onecluster.store._data_records import (
+    PathSample,
+    ReplicaRecord,
+    ScanRecord,
+    ScanState,
+    TransferRecord,
+    TransferState,
+    VersionRecord,
+)
 from onecluster.store._records import SiteRecord
-from onecluster.store._tables import AgentRow, AttemptRow, JobRow
+from onecluster.store._tables import (
+    AgentRow,
+    AttemptRow,
+    JobRow,
+    ReplicaRow,
+    ScanRow,
+    TransferRow,
+    VersionRow,
+)
 
-__all__ = ["attempt_record", "job_record", "parts_json", "site_record"]
+__all__ = [
+    "attempt_record",
+    "job_record",
+    "parts_json",
+    "paths_json",
+    "replica_record",
+    "scan_record",
+    "site_record",
+    "transfer_record",
+    "version_record",
+]
 
 
 def job_record(row: JobRow) -> JobRecord:
@@ -90,3 +119,93 @@ def site_record(row: AgentRow) -> SiteRecord:
 def parts_json(parts: tuple[SitePart, ...]) -> list[dict[str, object]]:
     """Parts as stored in a JSON column."""
     return [{"site": p.site, "gpu_type": p.gpu_type, "gpus": p.gpus} for p in parts]
+
+
+def version_record(row: VersionRow, replicas: tuple[ReplicaRecord, ...] = ()) -> VersionRecord:
+    """The value of a version row, with the replicas given."""
+    return VersionRecord(
+        dataset=row.dataset,
+        root=row.root,
+        bytes=row.bytes,
+        files=row.files,
+        chunks=row.chunks,
+        created_at=row.created_at,
+        site=row.site,
+        replicas=replicas,
+    )
+
+
+def replica_record(row: ReplicaRow) -> ReplicaRecord:
+    """The value of a replica row."""
+    return ReplicaRecord(
+        dataset=row.dataset,
+        root=row.root,
+        site=row.site,
+        state="complete" if row.state == "complete" else "partial",
+        bytes_present=row.bytes_present,
+        path=row.path,
+        updated_at=row.updated_at,
+    )
+
+
+def scan_record(row: ScanRow) -> ScanRecord:
+    """The value of a scan row."""
+    return ScanRecord(
+        id=row.id,
+        dataset=row.dataset,
+        site=row.site,
+        path=row.path,
+        state=cast("ScanState", row.state),
+        files_done=row.files_done,
+        bytes_done=row.bytes_done,
+        files_total=row.files_total,
+        bytes_total=row.bytes_total,
+        root=row.root,
+        new_version=row.new_version,
+        error=row.error,
+        created_at=row.created_at,
+        finished_at=row.finished_at,
+    )
+
+
+def transfer_record(row: TransferRow) -> TransferRecord:
+    """The value of a transfer row."""
+    return TransferRecord(
+        id=row.id,
+        dataset=row.dataset,
+        root=row.root,
+        src=row.src,
+        dst=row.dst,
+        reason="prefetch" if row.reason == "prefetch" else "push",
+        job_id=row.job_id,
+        state=cast("TransferState", row.state),
+        bytes_total=row.bytes_total,
+        bytes_done=row.bytes_done,
+        bytes_sent=row.bytes_sent,
+        bytes_local=row.bytes_local,
+        chunks_total=row.chunks_total,
+        chunks_done=row.chunks_done,
+        chunks_sent=row.chunks_sent,
+        paths=tuple(
+            PathSample(
+                name=str(p.get("name", "")),
+                bytes=int(p.get("bytes", 0)),
+                streams=int(p.get("streams", 0)),
+                state=str(p.get("state", "running")),
+            )
+            for p in row.paths
+        ),
+        rate_bps=row.rate_bps,
+        error=row.error,
+        ticket=row.ticket,
+        created_at=row.created_at,
+        started_at=row.started_at,
+        finished_at=row.finished_at,
+    )
+
+
+def paths_json(paths: tuple[PathSample, ...]) -> list[dict[str, object]]:
+    """Path reports as stored in a JSON column."""
+    return [
+        {"name": p.name, "bytes": p.bytes, "streams": p.streams, "state": p.state} for p in paths
+    ]

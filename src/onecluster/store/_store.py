@@ -3,21 +3,18 @@
 from __future__ import annotations
 
 import secrets
-import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, nullcontext
-from typing import TypeVar
+from collections.abc import Sequence
 
-from sqlalchemy import Engine, func, insert, select
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy import func, insert, select
 from sqlalchemy.orm import Session
 
-from onecluster.errors import ConflictError, NotFoundError, UnavailableError
+from onecluster.errors import ConflictError, NotFoundError
 from onecluster.model import TERMINAL_STATES, AttemptRecord, JobRecord, JobSpec, JobState
 from onecluster.store._convert import attempt_record, job_record, site_record
-from onecluster.store._engine import READ_ONLY_OPTION, make_engine, migrate
+from onecluster.store._data import DataStore
+from onecluster.store._engine import make_engine, migrate
 from onecluster.store._records import (
     Assignment,
     EventRecord,
@@ -42,39 +39,15 @@ from onecluster.store._transitions import settle_job as _settle
 
 __all__ = ["Store"]
 
-T = TypeVar("T")
 
-#: SQLSTATEs after which PostgreSQL asks the client to run the transaction again.
-_RETRY_SQLSTATES = frozenset({"40001", "40P01"})
-_TRIES = 5
-
-
-class Store:
-    """Jobs, attempts, tokens, sites, logs and events in one SQL database.
+class Store(DataStore):
+    """Jobs, attempts, tokens, sites, logs and events in one SQL database, and the datasets,
+    scans, transfers and replicas of :class:`DataStore`.
 
     Every method is one transaction: a job's state changes together with its attempts and
     an event, or not at all.  Methods are thread-safe (one session per call).  Database
     outages surface as :class:`UnavailableError`; unknown ids as :class:`NotFoundError`.
     """
-
-    def __init__(self, engine: Engine) -> None:
-        self._engine = engine
-        self._reader = engine.execution_options(**{READ_ONLY_OPTION: True})
-        self._epoch_lock = threading.Lock()
-        self._pending_epoch = 0
-        # SQLite admits one writer at a time and makes the others poll with sleeps that grow
-        # to 100 ms (its busy handler).  Queueing this process's writers on a lock instead
-        # hands the write lock over at once, without those sleeps in the latency.
-        self._writer: AbstractContextManager[object] = (
-            threading.Lock() if engine.dialect.name == "sqlite" else nullcontext()
-        )
-
-    @property
-    def pending_epoch(self) -> int:
-        """Bumped after every committed transaction that put a job back in the queue or took
-        one out other than by starting it (requeue, cancel).  Submissions do not bump it: a
-        cache of the pending set adds those itself and reloads only when this moves."""
-        return self._pending_epoch
 
     @classmethod
     def open(cls, url: str) -> Store:
@@ -82,42 +55,6 @@ class Store:
         engine = make_engine(url)
         migrate(engine)
         return cls(engine)
-
-    @property
-    def engine(self) -> Engine:
-        """The SQLAlchemy engine underneath."""
-        return self._engine
-
-    def close(self) -> None:
-        """Close every pooled connection."""
-        self._engine.dispose()
-
-    # -- transactions ---------------------------------------------------------------------
-
-    def _run(self, work: Callable[[Session], T], *, write: bool = True) -> T:
-        bind = self._engine if write else self._reader
-        for attempt in range(_TRIES):
-            try:
-                with Session(bind, expire_on_commit=False) as session:
-                    with self._writer if write else nullcontext(), session.begin():
-                        result = work(session)
-                    if session.info.get(PENDING_CHANGED):
-                        with self._epoch_lock:
-                            self._pending_epoch += 1
-                    return result
-            except DBAPIError as exc:
-                state = getattr(exc.orig, "sqlstate", None)
-                if state in _RETRY_SQLSTATES and attempt + 1 < _TRIES:
-                    continue
-                if isinstance(exc, OperationalError):
-                    msg = f"the database cannot be used right now: {exc.orig}"
-                    raise UnavailableError(msg, hint="check that the database is up") from exc
-                raise
-        msg = "a database transaction kept conflicting with others and was given up"
-        raise UnavailableError(msg, hint="retry the request")
-
-    def _read(self, work: Callable[[Session], T]) -> T:
-        return self._run(work, write=False)
 
     # -- jobs -----------------------------------------------------------------------------
 

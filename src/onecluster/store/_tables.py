@@ -2,17 +2,31 @@
 
 The schema is versioned by the Alembic migrations in ``migrations/versions``; a change here
 needs a new migration (``tests/store`` checks that the migrations produce exactly these
-tables).  JSON columns hold small lists and maps only (parts, gpu types, commands, capacity).
+tables).  JSON columns hold small lists and maps only (parts, gpu types, commands, capacity,
+a transfer's last path reports).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, ForeignKey, Index, String, Text
+from sqlalchemy import JSON, BigInteger, ForeignKey, ForeignKeyConstraint, Index, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-__all__ = ["AgentRow", "AttemptRow", "Base", "EventRow", "JobRow", "LogRow", "TokenRow"]
+__all__ = [
+    "AgentRow",
+    "AttemptRow",
+    "Base",
+    "DatasetRow",
+    "EventRow",
+    "JobRow",
+    "LogRow",
+    "ReplicaRow",
+    "ScanRow",
+    "TokenRow",
+    "TransferRow",
+    "VersionRow",
+]
 
 
 class Base(DeclarativeBase):
@@ -125,6 +139,10 @@ class AgentRow(Base):
     #: Until when the last replaced agent's lease ran: what was handed to it is not taken as
     #: lost before then (it may still be running it).
     replaced_until: Mapped[float | None] = mapped_column(default=None)
+    #: Where the site's data plane takes connections (its agent's data report): the address
+    #: it announced, else its service address; ``None`` while it announced none.
+    data_address: Mapped[str | None] = mapped_column(String(15), default=None)
+    data_port: Mapped[int | None] = mapped_column(default=None)
 
 
 class LogRow(Base):
@@ -151,3 +169,107 @@ class EventRow(Base):
     kind: Mapped[str] = mapped_column(String(32))
     job_id: Mapped[str | None] = mapped_column(String(64), index=True)
     message: Mapped[str] = mapped_column(Text)
+
+
+class DatasetRow(Base):
+    """A dataset registered with ``onecluster dataset add`` (its versions come from scans)."""
+
+    __tablename__ = "datasets"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    created_at: Mapped[float]
+
+
+class VersionRow(Base):
+    """One version of a dataset: the content whose Merkle root is ``root``."""
+
+    __tablename__ = "dataset_versions"
+
+    dataset: Mapped[str] = mapped_column(ForeignKey("datasets.name"), primary_key=True)
+    root: Mapped[str] = mapped_column(String(64), primary_key=True)
+    bytes: Mapped[int] = mapped_column(BigInteger)
+    files: Mapped[int] = mapped_column(BigInteger)
+    chunks: Mapped[int] = mapped_column(BigInteger)
+    created_at: Mapped[float] = mapped_column(index=True)
+    #: The site where it was first scanned.
+    site: Mapped[str] = mapped_column(String(64))
+
+
+class ReplicaRow(Base):
+    """A version at one site, as that site's agent last listed it: ``complete`` (every chunk
+    verified) or ``partial`` (``bytes_present`` of it), at ``path`` there."""
+
+    __tablename__ = "replicas"
+    __table_args__ = (
+        ForeignKeyConstraint(
+            ["dataset", "root"], ["dataset_versions.dataset", "dataset_versions.root"]
+        ),
+    )
+
+    dataset: Mapped[str] = mapped_column(String(64), primary_key=True)
+    root: Mapped[str] = mapped_column(String(64), primary_key=True)
+    site: Mapped[str] = mapped_column(String(64), primary_key=True)
+    state: Mapped[str] = mapped_column(String(16))
+    bytes_present: Mapped[int] = mapped_column(BigInteger)
+    path: Mapped[str | None] = mapped_column(Text)
+    updated_at: Mapped[float]
+
+
+class ScanRow(Base):
+    """A scan of a directory at a site: queued → scanning → done (a version) or failed."""
+
+    __tablename__ = "scans"
+    __table_args__ = (Index("ix_scans_site_state", "site", "state"),)
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    dataset: Mapped[str] = mapped_column(ForeignKey("datasets.name"), index=True)
+    site: Mapped[str] = mapped_column(String(64))
+    path: Mapped[str] = mapped_column(Text)
+    state: Mapped[str] = mapped_column(String(16))
+    files_done: Mapped[int] = mapped_column(BigInteger, default=0)
+    bytes_done: Mapped[int] = mapped_column(BigInteger, default=0)
+    files_total: Mapped[int | None] = mapped_column(BigInteger, default=None)
+    bytes_total: Mapped[int | None] = mapped_column(BigInteger, default=None)
+    root: Mapped[str | None] = mapped_column(String(64), default=None)
+    new_version: Mapped[bool | None] = mapped_column(default=None)
+    error: Mapped[str | None] = mapped_column(Text, default=None)
+    created_at: Mapped[float]
+    finished_at: Mapped[float | None] = mapped_column(default=None)
+
+
+class TransferRow(Base):
+    """A transfer of one version from ``src`` to ``dst``: queued → running ⇄ waiting → done
+    or failed, or cancelled.  ``ticket`` is the secret the destination (and any relay)
+    presents to the source's data plane."""
+
+    __tablename__ = "transfers"
+    __table_args__ = (
+        ForeignKeyConstraint(
+            ["dataset", "root"], ["dataset_versions.dataset", "dataset_versions.root"]
+        ),
+        Index("ix_transfers_state", "state"),
+    )
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    dataset: Mapped[str] = mapped_column(String(64))
+    root: Mapped[str] = mapped_column(String(64))
+    src: Mapped[str] = mapped_column(String(64))
+    dst: Mapped[str] = mapped_column(String(64))
+    reason: Mapped[str] = mapped_column(String(16))
+    job_id: Mapped[str | None] = mapped_column(String(64), default=None)
+    state: Mapped[str] = mapped_column(String(16))
+    bytes_total: Mapped[int] = mapped_column(BigInteger, default=0)
+    bytes_done: Mapped[int] = mapped_column(BigInteger, default=0)
+    bytes_sent: Mapped[int] = mapped_column(BigInteger, default=0)
+    bytes_local: Mapped[int] = mapped_column(BigInteger, default=0)
+    chunks_total: Mapped[int] = mapped_column(BigInteger, default=0)
+    chunks_done: Mapped[int] = mapped_column(BigInteger, default=0)
+    chunks_sent: Mapped[int] = mapped_column(BigInteger, default=0)
+    #: The destination's last report of each path: ``[{name, bytes, streams, state}]``.
+    paths: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
+    rate_bps: Mapped[float] = mapped_column(default=0.0)
+    error: Mapped[str | None] = mapped_column(Text, default=None)
+    ticket: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[float] = mapped_column(index=True)
+    started_at: Mapped[float | None] = mapped_column(default=None)
+    finished_at: Mapped[float | None] = mapped_column(default=None)
