@@ -31,3 +31,11 @@ def test_a_fabric_without_datasets_says_there_are_none(small: Fabric) -> None:
     with pytest.raises(ImpossibleJobError) as caught:
         Scheduler(small).admit(JobSpec(team="t1", gpus=1, duration_s=60, dataset="corpus"))
     assert caught.value.hint is not None and "known datasets: none" in caught.value.hint
+
+
+def test_a_registered_dataset_is_known_beside_the_declared_ones(small: Fabric) -> None:
+    spec = JobSpec(team="t1", gpus=1, duration_s=60, dataset="scanned")
+    Scheduler(small).admit(spec, datasets={"scanned"})
+    with pytest.raises(ImpossibleJobError, match="nor registered") as caught:
+        Scheduler(small).admit(replace(spec, dataset="scaned"), datasets={"scanned"})
+    assert caught.value.hint is not None and "known datasets: scanned;" in caught.value.hint

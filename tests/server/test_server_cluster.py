@@ -122,6 +122,12 @@ def test_openapi_lists_every_route_of_the_contract(server: RunningServer) -> Non
         "/api/v1/links/check",
         "/api/v1/routes",
         "/api/v1/events",
+        "/api/v1/datasets",
+        "/api/v1/datasets/{name}",
+        "/api/v1/scans/{scan_id}",
+        "/api/v1/transfers",
+        "/api/v1/transfers/{transfer_id}",
+        "/api/v1/transfers/{transfer_id}/cancel",
     }
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from onecluster.errors import ImpossibleJobError
 from onecluster.model import Fabric, JobSpec
 
@@ -17,11 +19,18 @@ def largest_gang(fabric: Fabric, gpu_type: str, max_sites: int) -> int:
     return sum(sizes[:max_sites])
 
 
-def admit(fabric: Fabric, spec: JobSpec, *, home_only: bool = False) -> None:
+def admit(
+    fabric: Fabric,
+    spec: JobSpec,
+    *,
+    home_only: bool = False,
+    datasets: Collection[str] = (),
+) -> None:
     """Raise :class:`ImpossibleJobError` naming the reason if ``spec`` can never run.
 
-    Checked: the team exists; the dataset, if any, is declared (a typo must not place the
-    job with no data locality); every GPU type named exists somewhere; some acceptable type
+    Checked: the team exists; the dataset, if any, is declared in the fabric or is one of
+    ``datasets`` (registered with ``onecluster dataset add``) — a typo must not place the
+    job with no data locality; every GPU type named exists somewhere; some acceptable type
     has a pool (or, for multi-site gangs, ``max_sites`` pools) big enough; with
     ``home_only``, the team's home site itself can hold it.
     """
@@ -30,11 +39,18 @@ def admit(fabric: Fabric, spec: JobSpec, *, home_only: bool = False) -> None:
         known = ", ".join(t.name for t in fabric.teams) or "none"
         msg = f"team {spec.team!r} is not in the fabric"
         raise ImpossibleJobError(msg, hint=f"known teams: {known}")
-    if spec.dataset is not None and fabric.dataset(spec.dataset) is None:
-        known = ", ".join(d.name for d in fabric.datasets) or "none"
-        msg = f"dataset {spec.dataset!r} is not declared in the fabric"
+    if (
+        spec.dataset is not None
+        and fabric.dataset(spec.dataset) is None
+        and spec.dataset not in datasets
+    ):
+        known = ", ".join(sorted({d.name for d in fabric.datasets} | set(datasets))) or "none"
+        what = "declared in the fabric nor registered" if datasets else "declared in the fabric"
+        msg = f"dataset {spec.dataset!r} is not {what}"
         raise ImpossibleJobError(
-            msg, hint=f"known datasets: {known}; declare a new one in the fabric file first"
+            msg,
+            hint=f"known datasets: {known}; declare a new one in the fabric file or register "
+            "it with `onecluster dataset add` first",
         )
     known_types = fabric.gpu_types
     unknown = [t for t in spec.gpu_types if t not in known_types]

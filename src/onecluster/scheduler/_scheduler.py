@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import heapq
 from collections import defaultdict
+from collections.abc import Collection
 
 from onecluster.model import Fabric, JobSpec
 from onecluster.scheduler._admission import admit
@@ -44,9 +45,11 @@ class Scheduler:
             for p in s.pools
         )
 
-    def admit(self, spec: JobSpec) -> None:
-        """Raise :class:`~onecluster.errors.ImpossibleJobError` if ``spec`` can never run."""
-        admit(self.fabric, spec, home_only=self.config.home_only)
+    def admit(self, spec: JobSpec, *, datasets: Collection[str] = ()) -> None:
+        """Raise :class:`~onecluster.errors.ImpossibleJobError` if ``spec`` can never run.
+
+        ``datasets``: names registered beyond the fabric's (``onecluster dataset add``)."""
+        admit(self.fabric, spec, home_only=self.config.home_only, datasets=datasets)
 
     def plan(self, view: ClusterView, queue: PendingQueue, now: float) -> Plan:
         """Decide starts and preemptions for this moment."""

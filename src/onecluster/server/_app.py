@@ -10,7 +10,13 @@ from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 
 from onecluster.clock import Clock, SystemClock
-from onecluster.server import _routes_agents, _routes_cluster, _routes_jobs, _routes_links
+from onecluster.server import (
+    _routes_agents,
+    _routes_cluster,
+    _routes_data,
+    _routes_jobs,
+    _routes_links,
+)
 from onecluster.server._config import ServerConfig
 from onecluster.server._control import ControlPlane
 from onecluster.server._errors import install_error_handlers
@@ -70,4 +76,5 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> FastAPI:
     app.include_router(_routes_jobs.router)
     app.include_router(_routes_agents.router)
     app.include_router(_routes_links.router)
+    app.include_router(_routes_data.router)
     return app

@@ -70,10 +70,11 @@ class Principal:
             msg = f"your token is for team {self.team}; it cannot act on team {team}'s jobs"
             raise ForbiddenError(msg)
 
-    def require_member(self) -> None:
-        """Raise :class:`ForbiddenError` unless admin or member."""
+    def require_member(self, what: str = "jobs") -> None:
+        """Raise :class:`ForbiddenError` unless admin or member (``what``: the things the
+        caller wanted to act on, for the message)."""
         if self.role not in ("admin", "member"):
-            msg = f"a {self.role} token cannot act on jobs"
+            msg = f"a {self.role} token cannot act on {what}"
             raise ForbiddenError(msg)
 
     def require_agent_of(self, site: str) -> None:

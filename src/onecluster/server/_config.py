@@ -10,6 +10,7 @@ from onecluster.model import Fabric
 from onecluster.scheduler import PolicyConfig
 from onecluster.state_dir import DATABASE_FILE
 from onecluster.store import DEFAULT_LEASE_S
+from onecluster.transfer import Etiquette
 
 __all__ = ["ServerConfig"]
 
@@ -27,6 +28,10 @@ class ServerConfig:
     stop grace, less their retry interval (43 s at 60 s; ``docs/architecture.md``, "Jobs
     outlive the control plane").  ``grace_s``: how long an agent waits
     between SIGTERM and SIGKILL when told to stop an attempt.
+
+    ``bulk_share`` and ``relay_share``: the etiquette of transfers — the share of a direct
+    circuit's capacity a transfer's path may fill, and of each circuit of a path relayed
+    through a third site (whose own traffic comes first: ``docs/decisions.md``).
     """
 
     fabric: Fabric
@@ -40,6 +45,8 @@ class ServerConfig:
     grace_s: float = 10.0
     heartbeat_interval_s: float = 1.0
     log_level: str = "info"
+    bulk_share: float = 1.0
+    relay_share: float = 0.5
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "state_dir", Path(self.state_dir))
@@ -50,9 +57,19 @@ class ServerConfig:
         if self.grace_s < 0:
             msg = f"server setting grace_s must not be negative (got {self.grace_s})"
             raise ValidationError(msg)
+        for name in ("bulk_share", "relay_share"):
+            share = getattr(self, name)
+            if not 0 < share <= 1:
+                msg = f"server setting {name} must be a fraction in (0, 1] (got {share})"
+                raise ValidationError(msg, hint="e.g. 0.5 for half of a circuit's capacity")
         if not 0 <= self.port <= 65535:
             msg = f"port {self.port} is not between 0 and 65535"
             raise ValidationError(msg)
+
+    @property
+    def etiquette(self) -> Etiquette:
+        """How much of a circuit a transfer's path may take."""
+        return Etiquette(bulk_share=self.bulk_share, relay_share=self.relay_share)
 
     @property
     def database_url(self) -> str:

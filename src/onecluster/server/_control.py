@@ -23,10 +23,12 @@ from onecluster.schema import (
 )
 from onecluster.server._auth import Authenticator, bootstrap_admin_token, hash_token, new_secret
 from onecluster.server._config import ServerConfig
+from onecluster.server._data_control import DataControl
 from onecluster.server._links import LinkBoard
 from onecluster.server._pending import PendingMirror
 from onecluster.server._views import (
     desired_attempt,
+    require_site,
     sites_out,
     stats_out,
     sync_report,
@@ -59,6 +61,14 @@ class ControlPlane:
             stale_s=max(5.0, 3 * config.heartbeat_interval_s),
             lag_s=max(3.0, 3 * config.heartbeat_interval_s),
         )
+        self.data = DataControl(
+            config.fabric,
+            store,
+            clock,
+            self.links,
+            etiquette=config.etiquette,
+            stale_s=max(5.0, 3 * config.heartbeat_interval_s),
+        )
         self._alerts_lock = threading.Lock()
         self._refusals_logged: set[tuple[str, str]] = set()
         self.pending = PendingMirror(
@@ -89,13 +99,23 @@ class ControlPlane:
         return self.record_submissions([self.admit(body)])[0]
 
     def admit(self, body: JobSubmit) -> JobSpec:
-        """The job a submission asks for; :class:`ImpossibleJobError` if it can never run."""
+        """The job a submission asks for; :class:`ImpossibleJobError` if it can never run.
+
+        Its dataset must be declared in the fabric or registered (``dataset add``); without
+        ``dataset_gb`` its size is its latest version's, else the fabric's figure.  Reads the
+        store only for a dataset it does not know yet (:meth:`DataControl.knows`).
+        """
+        catalog = self.data.catalog(body.dataset)
         dataset_bytes = None
         if body.dataset_gb is None and body.dataset is not None:
+            latest = catalog.latest.get(body.dataset)
             declared = self.fabric.dataset(body.dataset)
-            dataset_bytes = declared.size_bytes if declared is not None else 0
+            if latest is not None:
+                dataset_bytes = latest.bytes
+            else:
+                dataset_bytes = declared.size_bytes if declared is not None else 0
         spec = body.to_spec(dataset_bytes=dataset_bytes)
-        self.scheduler.admit(spec)
+        self.scheduler.admit(spec, datasets=catalog.names)
         return spec
 
     def record_submissions(self, specs: Sequence[JobSpec]) -> list[JobRecord]:
@@ -131,7 +151,7 @@ class ControlPlane:
 
     def agent_sync(self, site: str, body: AgentSync, *, received: float) -> AgentSyncReply:
         """Record a sync of ``site``'s agent (idempotently), renew the site's lease, and
-        answer with the desired attempts, peers and routes.
+        answer with the desired attempts, peers, routes and data orders.
 
         The caller has authenticated the agent of ``site``.  :class:`NotFoundError` for a
         site not in the fabric; :class:`ValidationError` for a capacity of GPU types the site
@@ -154,6 +174,8 @@ class ControlPlane:
         # whose syncs fail fences itself); the reports that cannot be taken are named in the
         # reply.
         refused = self.take_link_reports(site, body, received=received)
+        # The data part in a transaction of its own, for the same reason: it never fails.
+        orders = self.data.take_report(site, body, received=received)
         return AgentSyncReply(
             heartbeat_interval_s=self.config.heartbeat_interval_s,
             lease_s=self.config.lease_s,
@@ -161,6 +183,7 @@ class ControlPlane:
             peers=self.links.peers(site),
             routes=self.links.routes(site),
             refused_links=refused,
+            data=orders,
         )
 
     # -- links ----------------------------------------------------------------------------
@@ -202,13 +225,19 @@ class ControlPlane:
         for alert in alerts:
             _links_log.log(logging.WARNING if alert.warning else logging.INFO, "%s", alert.message)
 
+    def circuit_load(self, now: float) -> dict[str, float]:
+        """For the scheduler: each circuit's load, the larger of what its probes say (a
+        circuit down is full) and the share of its capacity the data plane uses."""
+        load = self.data.rates.load(now)
+        for name, value in self.links.circuit_load().items():
+            load[name] = max(load.get(name, 0.0), value)
+        return load
+
     # -- cluster --------------------------------------------------------------------------
 
     def require_site(self, site: str) -> None:
         """:class:`NotFoundError` unless ``site`` is in the fabric."""
-        if not self.fabric.has_site(site):
-            msg = f"there is no site {site!r} in fabric {self.fabric.name}"
-            raise NotFoundError(msg, hint=f"known sites: {', '.join(self.fabric.site_names)}")
+        require_site(self.fabric, site)
 
     def sites(self) -> list[SiteOut]:
         """Every site with its status and usage."""

@@ -178,6 +178,17 @@ class LinkBoard:
                     found.append(PeerOut(circuit=c.name, site=far, endpoint=said.report.endpoint))
             return found
 
+    def end_addresses(self) -> dict[tuple[str, str], str]:
+        """``(site, circuit)`` → the site's address on that circuit: the address of the probe
+        endpoint its agent announced there (the data plane takes connections on the same
+        addresses)."""
+        with self._lock:
+            return {
+                (site, circuit): said.report.endpoint.rpartition(":")[0]
+                for (circuit, site), said in self._said.items()
+                if said.report.endpoint
+            }
+
     def measured_rtt_ms(self, now: float) -> dict[str, float]:
         """The lowest minimum RTT either fresh end measured, per circuit that has one."""
         with self._lock:

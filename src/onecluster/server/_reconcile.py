@@ -121,7 +121,8 @@ class Reconciler:
             c.store.running_jobs(),
             c.store.sites(),
             now=now,
-            circuit_load=c.links.circuit_load(),
+            circuit_load=c.circuit_load(now),
+            registered=c.data.replicas(),
         )
         with c.pending.for_pass() as queue:
             return c.scheduler.plan(view, queue, now)

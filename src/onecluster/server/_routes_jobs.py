@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Response
@@ -42,7 +43,10 @@ async def submit(
     FastAPI (``response_model=None``; the OpenAPI schema still names :class:`JobOut`).
     """
     caller.require_team(body.team)
-    spec = control.admit(body)  # pure and fast: fine on the event loop
+    if control.data.knows(body.dataset):
+        spec = control.admit(body)  # pure and fast: fine on the event loop
+    else:  # a dataset registered since the catalog was read, or a typo: the store is asked
+        spec = await asyncio.to_thread(control.admit, body)
     job = job_out(await submissions.submit(spec))
     return Response(job.model_dump_json(), status_code=201, media_type="application/json")
 

@@ -8,6 +8,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 
+from onecluster.errors import NotFoundError
 from onecluster.model import (
     AttemptRecord,
     AttemptState,
@@ -36,6 +37,7 @@ __all__ = [
     "cluster_view",
     "desired_attempt",
     "job_out",
+    "require_site",
     "site_status",
     "sites_out",
     "stats_out",
@@ -128,6 +130,13 @@ def sync_report(body: AgentSync) -> SyncReport:
     )
 
 
+def require_site(fabric: Fabric, site: str) -> None:
+    """:class:`NotFoundError` naming the known sites unless ``site`` is in ``fabric``."""
+    if not fabric.has_site(site):
+        msg = f"there is no site {site!r} in fabric {fabric.name}"
+        raise NotFoundError(msg, hint=f"known sites: {', '.join(fabric.site_names)}")
+
+
 def site_status(record: SiteRecord | None, *, now: float) -> SiteStatus:
     """``unknown`` before the first sync; ``down`` when marked or its lease ran out;
     ``degraded`` while its agent says the site's cluster cannot take work; else ``up``."""
@@ -147,9 +156,13 @@ def cluster_view(
     *,
     now: float,
     circuit_load: Mapping[str, float] | None = None,
+    registered: Mapping[str, frozenset[str]] | None = None,
 ) -> ClusterView:
     """What the scheduler sees: running allocations, sites not up, dataset replicas, and the
     load of each circuit (a circuit that is down counts as full).
+
+    A dataset's replicas are the sites its fabric entry names and, for a registered one
+    (``registered``: name → sites), the sites holding all of its latest version.
 
     A site whose agent never synced counts as down: nothing could run there.
     """
@@ -177,6 +190,8 @@ def cluster_view(
             )
         )
     replicas = {d.name: frozenset(d.sites) for d in fabric.datasets}
+    for name, holding in (registered or {}).items():
+        replicas[name] = replicas.get(name, frozenset()) | holding
     return ClusterView(
         running=tuple(allocations),
         down_sites=down,

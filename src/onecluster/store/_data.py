@@ -24,6 +24,7 @@ from onecluster.store._convert import (
 from onecluster.store._data_records import (
     ACTIVE_SCAN_STATES,
     ACTIVE_TRANSFER_STATES,
+    DataEndpoint,
     DatasetLocality,
     DatasetRecord,
     DataSync,
@@ -34,7 +35,7 @@ from onecluster.store._data_records import (
     TransferRecord,
     VersionRecord,
 )
-from onecluster.store._data_sync import data_work, record_data
+from onecluster.store._data_sync import data_endpoints, data_work, record_data
 from onecluster.store._tables import DatasetRow, ReplicaRow, ScanRow, TransferRow, VersionRow
 from onecluster.store._transactions import Transactions
 from onecluster.store._transitions import event
@@ -229,6 +230,10 @@ class DataStore(Transactions):
     def data_work(self, site: str) -> DataWork:
         """What ``site``'s data orders are made of, changing nothing."""
         return self._read(lambda s: data_work(s, site))
+
+    def data_endpoints(self) -> tuple[DataEndpoint, ...]:
+        """The data endpoints of the sites that are up and announced one."""
+        return self._read(data_endpoints)
 
 
 def _new_id(prefix: str) -> str:

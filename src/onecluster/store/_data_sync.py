@@ -31,7 +31,7 @@ from onecluster.store._data_records import (
 from onecluster.store._tables import AgentRow, ReplicaRow, ScanRow, TransferRow, VersionRow
 from onecluster.store._transitions import event
 
-__all__ = ["data_work", "record_data", "set_replica"]
+__all__ = ["data_endpoints", "data_work", "record_data", "set_replica"]
 
 #: Longest error text kept from an agent.
 _MAX_ERROR = 2000
@@ -63,21 +63,28 @@ def data_work(session: Session, site: str) -> DataWork:
         .where(TransferRow.state.in_(ACTIVE_TRANSFER_STATES))
         .order_by(TransferRow.created_at, TransferRow.id)
     )
+    return DataWork(
+        scans=tuple(scan_record(r) for r in scans),
+        transfers=tuple(transfer_record(r) for r in transfers),
+        endpoints=data_endpoints(session),
+    )
+
+
+def data_endpoints(session: Session) -> tuple[DataEndpoint, ...]:
+    """The data endpoints of the sites that are up and announced one, by site."""
     agents = session.scalars(
-        select(AgentRow).where(
+        select(AgentRow)
+        .where(
             AgentRow.down.is_(False),
             AgentRow.data_address.is_not(None),
             AgentRow.data_port.is_not(None),
         )
+        .order_by(AgentRow.site)
     )
-    return DataWork(
-        scans=tuple(scan_record(r) for r in scans),
-        transfers=tuple(transfer_record(r) for r in transfers),
-        endpoints=tuple(
-            DataEndpoint(site=a.site, address=a.data_address, port=a.data_port)
-            for a in agents
-            if a.data_address is not None and a.data_port is not None
-        ),
+    return tuple(
+        DataEndpoint(site=a.site, address=a.data_address, port=a.data_port)
+        for a in agents
+        if a.data_address is not None and a.data_port is not None
     )
 
 
