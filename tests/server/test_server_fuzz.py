@@ -19,7 +19,7 @@ from schemathesis import GenerationMode
 from schemathesis.config import SchemathesisConfig
 from schemathesis.specs.openapi.checks import negative_data_rejection, positive_data_acceptance
 
-from onecluster.schema import JobSubmit
+from onecluster.schema import DataReport, DatasetAdd, JobSubmit, PushIn, ScanReport
 from onecluster.store._tables import Base
 
 if TYPE_CHECKING:
@@ -64,10 +64,20 @@ def _known(case: schemathesis.Case, team: str | None, dataset: str | None) -> sc
     return case
 
 
+def _a_scan_and_a_transfer(server: RunningServer) -> tuple[str, str]:
+    """Ids of a scan and a transfer that exist (dataset ``corpus`` scanned at tokyo)."""
+    scan = server.admin().add_dataset(DatasetAdd(name="corpus", site="tokyo", path="/d/corpus"))
+    done = ScanReport(id=scan.id, state="done", bytes_done=10, root="ab" * 32)
+    server.sync("tokyo", data=DataReport(port=7400, scans=[done]))
+    push = PushIn.model_validate({"dataset": "corpus", "to": "singapore"})
+    return scan.id, server.admin().push(push).id
+
+
 def _fuzz(server: RunningServer, role: str, examples: int) -> int:
     """Fuzz every operation as ``role``; the number of requests made."""
     token = _tokens(server)[role]
     job = server.admin().submit(JobSubmit(team="llm", gpus=8, duration_s=60.0, command=["true"]))
+    scan, transfer = _a_scan_and_a_transfer(server)
     document = server.client(None)._http.get("/openapi.json").json()
     for operations in document["paths"].values():  # the test gives each role's token itself
         for operation in operations.values():
@@ -75,7 +85,13 @@ def _fuzz(server: RunningServer, role: str, examples: int) -> int:
                 p for p in operation.get("parameters", []) if p["name"] != "authorization"
             ]
     schema = schemathesis.openapi.from_dict(document, config=CONFIG)
-    pinned = {"job_id": job.id, "site": "tokyo"}
+    pinned = {
+        "job_id": job.id,
+        "site": "tokyo",
+        "name": "corpus",
+        "scan_id": scan,
+        "transfer_id": transfer,
+    }
     calls = 0
     for result in schema.get_all_operations():
         operation = result.ok()

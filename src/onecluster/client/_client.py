@@ -15,18 +15,23 @@ from onecluster.errors import NotFoundError, UnavailableError
 from onecluster.schema import (
     AgentSync,
     AgentSyncReply,
+    DatasetAdd,
+    DatasetOut,
     EventOut,
     JobOut,
     JobSubmit,
     LinkOut,
     LogsOut,
     PairCheckOut,
+    PushIn,
     RouteTableOut,
+    ScanOut,
     SiteOut,
     StatsOut,
     TeamOut,
     TokenCreate,
     TokenOut,
+    TransferOut,
 )
 
 __all__ = ["Client"]
@@ -82,7 +87,8 @@ class Client:
         return adapter.validate_python(self._request("GET", path, params=query))
 
     def _post(self, path: str, adapter: TypeAdapter[M], body: BaseModel | None = None) -> M:
-        payload = None if body is None else body.model_dump(mode="json")
+        # By alias: a field's name on the wire may be a Python keyword (``PushIn``'s "from").
+        payload = None if body is None else body.model_dump(mode="json", by_alias=True)
         return adapter.validate_python(self._request("POST", path, json=payload))
 
     # -- API ------------------------------------------------------------------------------
@@ -163,6 +169,44 @@ class Client:
         """One agent sync of ``site`` (agent token of that site)."""
         return self._post(f"{_PREFIX}/agents/{_segment(site, 'site')}/sync", _SYNC_REPLY, body)
 
+    # -- datasets and transfers -----------------------------------------------------------
+
+    def add_dataset(self, body: DatasetAdd) -> ScanOut:
+        """Register a directory at a site as a dataset (a new version of it); the queued
+        scan (:class:`NotFoundError` for an unknown site)."""
+        return self._post(f"{_PREFIX}/datasets", _SCAN, body)
+
+    def datasets(self) -> list[DatasetOut]:
+        """Every registered or declared dataset, with versions and replicas."""
+        return self._get(f"{_PREFIX}/datasets", _DATASETS)
+
+    def dataset(self, name: str) -> DatasetOut:
+        """One dataset."""
+        return self._get(f"{_PREFIX}/datasets/{_segment(name, 'dataset')}", _DATASET)
+
+    def scan(self, scan_id: str) -> ScanOut:
+        """One scan: its progress, and the version it found once done."""
+        return self._get(f"{_PREFIX}/scans/{_segment(scan_id, 'scan')}", _SCAN)
+
+    def push(self, body: PushIn) -> TransferOut:
+        """Send a version to a site: a new transfer, the one already under way, or one
+        already done when the site holds it all (:class:`ConflictError` when nothing holds
+        it to send from)."""
+        return self._post(f"{_PREFIX}/transfers", _TRANSFER, body)
+
+    def transfers(self, *, state: str = "active", limit: int = 100) -> list[TransferOut]:
+        """Transfers newest first: ``active`` ones, or ``all``."""
+        return self._get(f"{_PREFIX}/transfers", _TRANSFERS, state=state, limit=limit)
+
+    def transfer(self, transfer_id: str) -> TransferOut:
+        """One transfer."""
+        return self._get(f"{_PREFIX}/transfers/{_segment(transfer_id, 'transfer')}", _TRANSFER)
+
+    def cancel_transfer(self, transfer_id: str) -> TransferOut:
+        """Cancel a transfer (:class:`ConflictError` if it already ended)."""
+        path = f"{_PREFIX}/transfers/{_segment(transfer_id, 'transfer')}/cancel"
+        return self._post(path, _TRANSFER)
+
     # -- lifetime -------------------------------------------------------------------------
 
     def close(self) -> None:
@@ -186,9 +230,17 @@ def _segment(value: str, kind: str) -> str:
     if not value or "/" in value:
         # The server routes on the decoded path: such a value cannot name anything.
         msg = f"there is no {kind} {value!r}"
-        raise NotFoundError(msg, hint=f"list {kind}s with `onecluster {kind}s`")
+        raise NotFoundError(
+            msg, hint=_WHERE_LISTED.get(kind, f"list {kind}s with `onecluster {kind}s`")
+        )
     return quote(value, safe="").replace(".", "%2E")
 
+
+#: Where the CLI lists the things whose ids are not ``onecluster <kind>s``.
+_WHERE_LISTED = {
+    "dataset": "list datasets with `onecluster dataset list`",
+    "scan": "`onecluster dataset add` prints a scan's id",
+}
 
 _STR_MAP = TypeAdapter(dict[str, str])
 _ANY_MAP = TypeAdapter(dict[str, Any])
@@ -204,3 +256,8 @@ _LINKS = TypeAdapter(list[LinkOut])
 _ROUTES = TypeAdapter(RouteTableOut)
 _CHECKS = TypeAdapter(list[PairCheckOut])
 _EVENTS = TypeAdapter(list[EventOut])
+_SCAN = TypeAdapter(ScanOut)
+_DATASET = TypeAdapter(DatasetOut)
+_DATASETS = TypeAdapter(list[DatasetOut])
+_TRANSFER = TypeAdapter(TransferOut)
+_TRANSFERS = TypeAdapter(list[TransferOut])
