@@ -2,7 +2,9 @@
 
 * :class:`~onecluster.errors.PlatformError` → ``error: <message>`` (and ``hint: <hint>``) on
   stderr, exit with its ``exit_code`` (2 invalid, 3 not found, 4 conflict, 5 auth,
-  6 unavailable, 7 backend, 8 the gateway's rate limit, 9 a failed check, 1 other);
+  6 unavailable, 7 backend, 8 the gateway's rate limit, 9 a failed check, 10 data that did
+  not make it — a scan or transfer that failed or was cancelled, data that failed its
+  verification —, 1 other);
 * a request body the CLI built from bad option values (pydantic refuses it) → the same as
   :class:`~onecluster.errors.ValidationError` (exit 2), naming the field;
 * Ctrl-C → exit 130;
@@ -39,6 +41,8 @@ __all__ = [
     "INTERRUPTED_EXIT_CODE",
     "CheckFailedError",
     "ErrorMappingGroup",
+    "ScanFailedError",
+    "TransferFailedError",
     "exit_code_for",
     "report_error",
 ]
@@ -55,6 +59,22 @@ class CheckFailedError(PlatformError):
 
     code = "check_failed"
     exit_code = 9
+
+
+class ScanFailedError(PlatformError):
+    """A scan that ``dataset add`` waited for failed at its site (the agent's error is in the
+    message): exit 10, as data that failed verification (``IntegrityError``)."""
+
+    code = "scan_failed"
+    exit_code = 10
+
+
+class TransferFailedError(PlatformError):
+    """A transfer that ``push`` waited for failed (or was cancelled) instead of putting the
+    data at its destination: exit 10, as data that failed verification."""
+
+    code = "transfer_failed"
+    exit_code = 10
 
 
 class ErrorMappingGroup(TyperGroup):

@@ -15,7 +15,9 @@ from onecluster.errors import ValidationError
 __all__ = [
     "err_console",
     "format_age",
+    "format_bytes",
     "format_duration",
+    "format_rate",
     "format_time",
     "jobs_table",
     "out_console",
@@ -63,6 +65,34 @@ def format_duration(seconds: float | None) -> str:
     if s < 3600:
         return f"{s // 60}m{s % 60:02d}s"
     return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+
+
+def format_bytes(count: float | None) -> str:
+    """``1_500_000_000`` → ``'1.50 GB'`` (decimal units, as the fabric's GB); ``None`` → ``'?'``."""
+    if count is None:
+        return "?"
+    value = float(count)
+    if abs(value) < 1000:
+        return f"{value:.0f} B"
+    for unit in ("kB", "MB", "GB", "TB"):
+        value /= 1000
+        if abs(value) < 1000:
+            return f"{value:.2f} {unit}"
+    return f"{value / 1000:.2f} PB"
+
+
+def format_rate(bits_per_second: float | None) -> str:
+    """``8e8`` → ``'800.0 Mbit/s'``; ``None`` or 0 → ``'-'``."""
+    if not bits_per_second:
+        return "-"
+    value = bits_per_second
+    if value < 1000:
+        return f"{value:.1f} bit/s"
+    for unit in ("kbit/s", "Mbit/s"):
+        value /= 1000
+        if value < 1000:
+            return f"{value:.1f} {unit}"
+    return f"{value / 1000:.1f} Gbit/s"
 
 
 def format_time(epoch: float | None) -> str:

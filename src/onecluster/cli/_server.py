@@ -41,6 +41,23 @@ def server(
             "a lease shorter than a heartbeat and a stop grace would stop every job."
         ),
     ),
+    bulk_share: float = typer.Option(
+        1.0,
+        "--bulk-share",
+        min=0.01,
+        max=1.0,
+        help="Share of a direct circuit's capacity one path of a transfer may fill.",
+    ),
+    relay_share: float = typer.Option(
+        0.5,
+        "--relay-share",
+        min=0.01,
+        max=1.0,
+        help=(
+            "Share of each circuit of a path relayed through a third site that a transfer may "
+            "fill: the relay's circuits carry that site's own traffic first."
+        ),
+    ),
     log_level: str = typer.Option("info", "--log-level", help="debug, info, warning or error."),
 ) -> None:
     """Run the API server and the scheduler (blocking).
@@ -61,6 +78,8 @@ def server(
             port=port,
             policy=PolicyConfig(kind=policy.value),
             lease_s=lease,
+            bulk_share=bulk_share,
+            relay_share=relay_share,
             log_level=log_level.lower(),
         )
     )
