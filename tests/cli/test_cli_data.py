@@ -321,3 +321,8 @@ def test_push_refusals_exit_with_their_codes(
 def test_dataset_add_refuses_an_unknown_site(server: tuple[str, str]) -> None:
     code, _, err = _cli(server, "dataset", "add", "x", "--site", "mars", "--path", "/d")
     assert code == 3 and "there is no site 'mars'" in err
+
+
+def test_dataset_add_refuses_an_empty_path_before_any_request(server: tuple[str, str]) -> None:
+    code, _, err = _cli(server, "dataset", "add", "x", "--site", "tokyo", "--path", " ")
+    assert code == 2 and "give the directory at the site" in err

@@ -20,6 +20,21 @@ pytestmark = pytest.mark.integration
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "bad-inputs.md"
 JOB: dict[str, Any] = {"team": "llm", "gpus": 8, "duration_s": 60, "command": ["true"]}
 SYNC = "/agents/tokyo/sync"
+DATASET: dict[str, Any] = {"name": "corpus", "site": "tokyo", "path": "/data/corpus"}
+PUSH: dict[str, Any] = {"dataset": "cc-zh-2026", "to": "tokyo"}
+SCAN: dict[str, Any] = {"id": "s-1", "state": "done"}
+REPLICA: dict[str, Any] = {
+    "dataset": "Corpus",
+    "root": "a" * 64,
+    "state": "complete",
+    "bytes_present": 1,
+    "path": "/d",
+}
+TRANSFER: dict[str, Any] = {"id": "t-1", "state": "done", "rate_bps": -1}
+
+
+def _data(data: dict[str, Any]) -> dict[str, Any]:
+    return {"agent_id": "a", "data": data}
 
 
 def _streamed() -> Iterator[bytes]:
@@ -111,6 +126,22 @@ CASES = (
     Case("R55", "GET", "/events", params={"limit": 0}),
     Case("R56", "GET", "/routes", params={"site": "mars"}),
     Case("R57", "DELETE", "/jobs"),
+    Case("R58", "POST", "/datasets", json=DATASET | {"site": "mars"}),
+    Case("R59", "POST", "/datasets", json=DATASET | {"path": "data/corpus"}),
+    Case("R60", "POST", "/datasets", json=DATASET | {"name": "Corpus"}),
+    Case("R61", "POST", "/datasets", json=DATASET | {"path": "/d/a\nb"}),
+    Case("R62", "POST", "/datasets", role="agent", json=DATASET),
+    Case("R63", "GET", "/datasets/nosuch"),
+    Case("R64", "GET", "/scans/s-nosuch"),
+    Case("R65", "POST", "/transfers", json=PUSH | {"dataset": "nosuch"}),
+    Case("R66", "POST", "/transfers", json=PUSH | {"to": "mars"}),
+    Case("R67", "POST", "/transfers", json=PUSH),
+    Case("R68", "POST", "/transfers", json=PUSH | {"from": "tokyo"}),
+    Case("R69", "POST", "/transfers", json=PUSH | {"version": "abc"}),
+    Case("R70", "POST", "/transfers", json=PUSH | {"form": "x"}),
+    Case("R71", "GET", "/transfers", params={"state": "done"}),
+    Case("R72", "GET", "/transfers/t-nosuch"),
+    Case("R73", "POST", "/transfers/t-nosuch/cancel"),
     Case(
         "A1", "POST", SYNC, role="agent", json={"agent_id": "a", "capacity": {"H800": -5, "TPU": 9}}
     ),
@@ -154,6 +185,11 @@ CASES = (
         headers={"Content-Type": "application/json"},
     ),
     Case("A12", "POST", SYNC, role="none", json={"agent_id": ""}),
+    Case("A13", "POST", SYNC, role="agent", json=_data({"scans": [SCAN | {"root": "xyz"}]})),
+    Case("A14", "POST", SYNC, role="agent", json=_data({"port": 70_000})),
+    Case("A15", "POST", SYNC, role="agent", json=_data({"address": "localhost"})),
+    Case("A16", "POST", SYNC, role="agent", json=_data({"replicas": [REPLICA]})),
+    Case("A17", "POST", SYNC, role="agent", json=_data({"transfers": [TRANSFER]})),
 )
 
 
@@ -200,4 +236,7 @@ def test_every_rest_row_of_the_page_is_what_the_server_answers(
         assert f"{status} `{code}`" in row, (case.id, status, code, message)
         shown = message[:60].replace("|", "\\|")
         assert shown in row, (case.id, message)
-    assert module_server.admin().jobs() == []  # and not one of them stored a job
+    admin = module_server.admin()
+    assert admin.jobs() == []  # and not one of them stored a job, dataset or transfer
+    assert [d.name for d in admin.datasets()] == ["cc-zh-2026", "imagenet-21k", "speech-ja-10k"]
+    assert admin.transfers(state="all") == []

@@ -56,7 +56,7 @@ class Principal:
     def require_admin(self) -> None:
         """Raise :class:`ForbiddenError` unless admin."""
         if not self.is_admin:
-            msg = f"this needs an admin token; yours is a {self.role} token"
+            msg = f"this needs an admin token; yours is {_a(self.role)} {self.role} token"
             raise ForbiddenError(msg)
 
     def require_team(self, team: str) -> None:
@@ -64,7 +64,7 @@ class Principal:
         if self.is_admin:
             return
         if self.role != "member":
-            msg = f"a {self.role} token cannot act on jobs"
+            msg = f"{_a(self.role)} {self.role} token cannot act on jobs"
             raise ForbiddenError(msg)
         if self.team != team:
             msg = f"your token is for team {self.team}; it cannot act on team {team}'s jobs"
@@ -74,7 +74,7 @@ class Principal:
         """Raise :class:`ForbiddenError` unless admin or member (``what``: the things the
         caller wanted to act on, for the message)."""
         if self.role not in ("admin", "member"):
-            msg = f"a {self.role} token cannot act on {what}"
+            msg = f"{_a(self.role)} {self.role} token cannot act on {what}"
             raise ForbiddenError(msg)
 
     def require_agent_of(self, site: str) -> None:
@@ -82,6 +82,11 @@ class Principal:
         if self.role != "agent" or self.site != site:
             msg = f"only the agent token of site {site} may sync it"
             raise ForbiddenError(msg)
+
+
+def _a(word: str) -> str:
+    """The indefinite article before ``word``: "an agent", "a member"."""
+    return "an" if word[:1] in ("a", "e", "i", "o", "u") else "a"
 
 
 class Authenticator:
