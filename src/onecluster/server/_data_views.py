@@ -92,15 +92,19 @@ def transfer_out(
     ``paths``: the paths planned now (for one still active), each with what the destination
     last reported of it, then any reported path no longer planned.  ``seconds`` runs from
     its first running report to its end (or now); ``rate_bps`` (bits per second) is the
-    destination's last figure while it runs and the mean over ``seconds`` once it is done;
-    ``eta_s`` is what is left at that rate (0 once done, ``None`` while unknown).
+    destination's last figure while it runs (the mean over ``seconds`` when it gives none)
+    and the mean over ``seconds`` once it is done; ``eta_s`` is what is left at that rate (0
+    once done, ``None`` while unknown).
     """
     seconds = 0.0 if t.started_at is None else max(0.0, (t.finished_at or now) - t.started_at)
     left = max(0, t.bytes_total - t.bytes_done)
     rate = t.rate_bps
     eta: float | None = None
-    if t.state == "done":
+    if t.state == "done" or (t.active and rate <= 0):
+        # The mean since it started: what the destination gives no figure for, and the
+        # whole of a transfer that is done.
         rate = t.bytes_done * 8 / seconds if seconds > 0 else 0.0
+    if t.state == "done":
         eta = 0.0
     elif t.active and rate > 0:
         eta = left * 8 / rate

@@ -241,12 +241,14 @@ def _take_transfer(session: Session, site: str, report: TransferProgress, now: f
     if report.state in ("running", "done") and transfer.started_at is None:
         transfer.started_at = now
     if report.state in ("running", "waiting"):
+        # While it waits, why (no path works, …); once it runs again, nothing.
         transfer.state = report.state
+        transfer.error = _error_text(report.error) if report.state == "waiting" else None
         return
     transfer.finished_at = now
     if report.state == "failed":
         transfer.state = "failed"
-        transfer.error = (report.error or "the agent gave no reason")[:_MAX_ERROR]
+        transfer.error = _error_text(report.error) or "the agent gave no reason"
         event(
             session,
             now,
@@ -275,3 +277,7 @@ def _take_transfer(session: Session, site: str, report: TransferProgress, now: f
         f"{transfer.src} to {transfer.dst} is done: {transfer.bytes_done} bytes verified, "
         f"{transfer.bytes_sent} sent",
     )
+
+
+def _error_text(error: str | None) -> str | None:
+    return None if error is None else error[:_MAX_ERROR]
