@@ -336,3 +336,10 @@ def test_locality_is_the_latest_versions_complete_replicas(store: Store) -> None
     scanned(store, OTHER, site="singapore", now=10.0)
     [found] = store.dataset_locality()
     assert (found.root, found.sites) == (OTHER, frozenset({"singapore"}))
+
+
+def test_registered_names_include_datasets_without_a_version(store: Store) -> None:
+    scanned(store)
+    store.add_scan("empty", "tokyo", "/data/empty", now=2.0)
+    assert store.dataset_names() == frozenset({"ds", "empty"})
+    assert [d.name for d in store.dataset_locality()] == ["ds"]

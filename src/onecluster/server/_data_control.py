@@ -198,20 +198,9 @@ class DataControl:
 
     def reload(self) -> Catalog:
         """Read the registered datasets again."""
-        records = self.store.datasets()
-        catalog = Catalog(
-            names=frozenset(d.name for d in records),
-            latest=MappingProxyType(
-                {
-                    d.name: DatasetLocality(
-                        name=d.name, root=v.root, bytes=v.bytes, sites=v.complete_at
-                    )
-                    for d in records
-                    if (v := d.latest) is not None
-                }
-            ),
-        )
-        self._catalog = catalog
+        latest = {d.name: d for d in self.store.dataset_locality()}
+        names = self.store.dataset_names() | latest.keys()
+        self._catalog = catalog = Catalog(names=names, latest=MappingProxyType(latest))
         return catalog
 
     def replicas(self) -> dict[str, frozenset[str]]:

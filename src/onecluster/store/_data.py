@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from onecluster.errors import ConflictError, NotFoundError
@@ -64,8 +65,11 @@ class DataStore(Transactions):
 
         def work(s: Session) -> ScanRecord:
             if s.get(DatasetRow, dataset, with_for_update=True) is None:
-                s.add(DatasetRow(name=dataset, created_at=now))
-                s.flush()
+                try:
+                    with s.begin_nested():  # another request may register it meanwhile
+                        s.add(DatasetRow(name=dataset, created_at=now))
+                except IntegrityError:
+                    pass
             running = s.scalars(
                 select(ScanRow).where(
                     ScanRow.dataset == dataset,
@@ -115,16 +119,35 @@ class DataStore(Transactions):
         fabric: the caller decides)."""
         return self._read(lambda s: next(iter(_datasets(s, name)), None))
 
+    def dataset_names(self) -> frozenset[str]:
+        """The names of every registered dataset."""
+        return self._read(lambda s: frozenset(s.scalars(select(DatasetRow.name))))
+
     def dataset_locality(self) -> list[DatasetLocality]:
         """Every registered dataset that has a version: its latest, and the sites holding
-        all of it."""
-        return [
-            DatasetLocality(
-                name=d.name, root=latest.root, bytes=latest.bytes, sites=latest.complete_at
-            )
-            for d in self.datasets()
-            if (latest := d.latest) is not None
-        ]
+        all of it (read without the other versions' replicas: the reconcile loop asks
+        every pass)."""
+
+        def work(s: Session) -> list[DatasetLocality]:
+            latest: dict[str, VersionRow] = {}
+            for v in s.scalars(
+                select(VersionRow).order_by(VersionRow.created_at.desc(), VersionRow.root.desc())
+            ):
+                latest.setdefault(v.dataset, v)
+            complete: dict[tuple[str, str], set[str]] = {}
+            for r in s.scalars(select(ReplicaRow).where(ReplicaRow.state == "complete")):
+                complete.setdefault((r.dataset, r.root), set()).add(r.site)
+            return [
+                DatasetLocality(
+                    name=name,
+                    root=v.root,
+                    bytes=v.bytes,
+                    sites=frozenset(complete.get((name, v.root), ())),
+                )
+                for name, v in sorted(latest.items())
+            ]
+
+        return self._read(work)
 
     # -- transfers ------------------------------------------------------------------------
 
