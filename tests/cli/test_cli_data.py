@@ -326,3 +326,10 @@ def test_dataset_add_refuses_an_unknown_site(server: tuple[str, str]) -> None:
 def test_dataset_add_refuses_an_empty_path_before_any_request(server: tuple[str, str]) -> None:
     code, _, err = _cli(server, "dataset", "add", "x", "--site", "tokyo", "--path", " ")
     assert code == 2 and "give the directory at the site" in err
+
+
+def test_server_refuses_a_relay_share_over_one_before_starting() -> None:
+    result = CliRunner().invoke(
+        build_app(), ["server", "--fabric", "nowhere.yaml", "--relay-share", "1.5"]
+    )
+    assert result.exit_code == 2 and "--relay-share" in result.stderr

@@ -419,3 +419,18 @@ def test_the_scheduler_sees_the_latest_versions_complete_replicas(server: Runnin
 def _submit(server: RunningServer, **fields: Any) -> httpx.Response:
     job = {"team": "speech", "gpus": 8, "duration_s": 60, "command": ["true"], **fields}
     return server.admin()._http.post("/api/v1/jobs", json=job)
+
+
+def test_a_job_goes_where_its_registered_dataset_is(server: RunningServer) -> None:
+    for site in ("shanghai", "singapore", "tokyo"):
+        agent(server, site)
+    scan = server.admin().add_dataset(DatasetAdd(name="corpus", site="tokyo", path="/d/c"))
+    done = ScanReport(id=scan.id, state="done", bytes_done=10**12, root=ROOT)
+    agent(server, "tokyo", scans=[done], replicas=[held("/d/c", present=10**12)])
+    # H100s at singapore (cheaper) and tokyo, where the terabyte is.
+    without = _submit(server, gpu_types=["H100"])
+    assert server.step().started == 1
+    assert [p.site for p in server.admin().job(without.json()["id"]).parts] == ["singapore"]
+    with_data = _submit(server, gpu_types=["H100"], dataset="corpus")
+    assert server.step().started == 2  # (counted since the server started)
+    assert [p.site for p in server.admin().job(with_data.json()["id"]).parts] == ["tokyo"]

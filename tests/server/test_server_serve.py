@@ -116,3 +116,18 @@ def test_server_writes_the_url_it_listens_on_and_a_second_one_leaves_it_alone(
     finally:
         again.send_signal(signal.SIGTERM)
         again.communicate(timeout=30)
+
+
+@pytest.mark.parametrize(("name", "share"), [("bulk_share", 0.0), ("relay_share", 1.5)])
+def test_a_share_of_a_circuit_outside_0_to_1_is_refused(
+    tmp_path: Path, name: str, share: float
+) -> None:
+    with pytest.raises(ValidationError, match=f"{name} must be a fraction in"):
+        config(tmp_path, **{name: share})
+
+
+def test_the_shares_are_the_etiquette_of_transfers(tmp_path: Path) -> None:
+    etiquette = config(tmp_path, bulk_share=0.8, relay_share=0.25).etiquette
+    assert (etiquette.bulk_share, etiquette.relay_share) == (0.8, 0.25)
+    default = config(tmp_path).etiquette
+    assert (default.bulk_share, default.relay_share) == (1.0, 0.5)
