@@ -105,9 +105,12 @@ class DataControl:
 
         :class:`NotFoundError` for an unknown dataset, site or version;
         :class:`ValidationError` for a push from a site to itself; :class:`ConflictError`
-        when there is nothing to send from (see :meth:`Store.push`).
+        when there is nothing to send from (see :meth:`DataStore.push`).
         """
-        if self.store.dataset(body.dataset) is None and self.fabric.dataset(body.dataset) is None:
+        if (
+            self.fabric.dataset(body.dataset) is None
+            and body.dataset not in self.store.dataset_names()
+        ):
             raise self._unknown(body.dataset)
         require_site(self.fabric, body.to)
         if body.from_site is not None:
@@ -155,8 +158,9 @@ class DataControl:
     def take_report(self, site: str, body: AgentSync, *, received: float) -> DataOrders:
         """Take a sync's data part, in a transaction of its own, and answer with the site's
         data orders.  Never raises: a report that cannot be taken is logged (once per site
-        and reason) and the orders are read without it; when even that fails the site is
-        told nothing, and its data plane carries on with the next sync.
+        and reason) and the orders are read without it; when even that fails the site gets
+        no orders this time (its transfers stop, and resume from what they verified with the
+        next sync that has orders).
         """
         if body.data is not None:
             self.rates.observe(site, body.data.circuit_bytes, received)
@@ -170,7 +174,10 @@ class DataControl:
                 self._complain(site, "its data orders could not be read", again)
                 return DataOrders()
         if body.data is not None and any(s.state == "done" for s in body.data.scans):
-            self.reload()
+            try:
+                self.reload()  # a job may name the new version's dataset at once
+            except Exception as exc:  # noqa: BLE001 -- the reconcile loop reloads it too
+                self._complain(site, "the datasets could not be read again", exc)
         return data_orders(site, work, self._planner(work.endpoints))
 
     def _complain(self, site: str, what: str, exc: Exception) -> None:

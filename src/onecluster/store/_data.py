@@ -7,10 +7,6 @@ exist and that a dataset it does not have is perhaps declared in the fabric, and
 
 from __future__ import annotations
 
-import secrets
-import time
-from collections.abc import Callable, Sequence
-
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -37,15 +33,12 @@ from onecluster.store._data_records import (
     VersionRecord,
 )
 from onecluster.store._data_sync import data_endpoints, data_work, record_data
+from onecluster.store._push import SourceRanking, new_id, pick_source, pick_version, transfer_row
 from onecluster.store._tables import DatasetRow, ReplicaRow, ScanRow, TransferRow, VersionRow
 from onecluster.store._transactions import Transactions
 from onecluster.store._transitions import event
 
 __all__ = ["DataStore"]
-
-#: Orders the sites holding a complete replica (given sorted, never empty) from the best
-#: source to the worst; it returns every one of them.
-SourceRanking = Callable[[Sequence[str]], Sequence[str]]
 
 
 class DataStore(Transactions):
@@ -81,7 +74,7 @@ class DataStore(Transactions):
             if running is not None:
                 return scan_record(running)
             row = ScanRow(
-                id=_new_id("s"),
+                id=new_id("s"),
                 dataset=dataset,
                 site=site,
                 path=path,
@@ -177,10 +170,10 @@ class DataStore(Transactions):
             # The dataset's row serialises pushes of it: two at once make one transfer.
             registered = s.get(DatasetRow, dataset, with_for_update=True)
             versions = [] if registered is None else _versions(s, dataset)
-            version = _pick_version(dataset, versions, root)
+            version = pick_version(dataset, versions, root)
             complete = sorted(version.complete_at)
             if dst in complete:
-                row = _transfer_row(version, src or dst, dst, now, state="done")
+                row = transfer_row(version, src or dst, dst, now, state="done")
                 s.add(row)
                 return PushResult(transfer=transfer_record(row), created=False)
             active = s.scalars(
@@ -193,8 +186,8 @@ class DataStore(Transactions):
             ).first()
             if active is not None:
                 return PushResult(transfer=transfer_record(active), created=False)
-            source = _pick_source(version, complete, src, rank)
-            row = _transfer_row(version, source, dst, now, state="queued")
+            source = pick_source(version, complete, src, rank)
+            row = transfer_row(version, source, dst, now, state="queued")
             s.add(row)
             event(
                 s,
@@ -259,11 +252,6 @@ class DataStore(Transactions):
         return self._read(data_endpoints)
 
 
-def _new_id(prefix: str) -> str:
-    """A unique id that sorts in creation order (as job ids do)."""
-    return f"{prefix}-{time.time_ns() // 1000:013x}{secrets.token_hex(3)}"
-
-
 def _versions(s: Session, dataset: str) -> list[VersionRecord]:
     found = _datasets(s, dataset)
     return list(found[0].versions) if found else []
@@ -292,78 +280,6 @@ def _datasets(s: Session, name: str | None) -> list[DatasetRecord]:
         )
         for d in s.scalars(datasets)
     ]
-
-
-def _pick_version(
-    dataset: str, versions: Sequence[VersionRecord], root: str | None
-) -> VersionRecord:
-    """The version asked for (the latest when ``root`` is ``None``)."""
-    if not versions:
-        msg = f"dataset {dataset} has no scanned version yet: there is nothing to send"
-        raise ConflictError(
-            msg,
-            hint=f"run onecluster dataset add {dataset} --site SITE --path DIR first",
-        )
-    if root is None:
-        return versions[0]
-    for version in versions:
-        if version.root == root:
-            return version
-    known = ", ".join(v.root[:12] for v in versions[:10])
-    msg = f"dataset {dataset} has no version {root}"
-    raise NotFoundError(msg, hint=f"its versions, newest first: {known}")
-
-
-def _pick_source(
-    version: VersionRecord, complete: Sequence[str], src: str | None, rank: SourceRanking
-) -> str:
-    """``src`` if it holds all of ``version``, else the best-ranked site that does."""
-    name = f"{version.dataset}@{version.root[:12]}"
-    if src is not None:
-        if src in complete:
-            return src
-        where = ", ".join(complete) if complete else "no site"
-        msg = f"site {src} holds no complete replica of {name}: it cannot send it"
-        raise ConflictError(msg, hint=f"complete replicas: {where}; or leave --from out")
-    if not complete:
-        partial = sorted(r.site for r in version.replicas)
-        also = f" (partial ones at {', '.join(partial)})" if partial else ""
-        msg = f"no site holds a complete replica of {name}{also}: there is nothing to send from"
-        raise ConflictError(
-            msg, hint=f"rescan it where it lives: onecluster dataset add {version.dataset} …"
-        )
-    return rank(complete)[0]
-
-
-def _transfer_row(
-    version: VersionRecord, src: str, dst: str, now: float, *, state: str
-) -> TransferRow:
-    """A new transfer of ``version``; one created ``done`` had everything at ``dst`` already."""
-    done = state == "done"
-    return TransferRow(
-        id=_new_id("t"),
-        dataset=version.dataset,
-        root=version.root,
-        src=src,
-        dst=dst,
-        reason="push",
-        job_id=None,
-        state=state,
-        bytes_total=version.bytes,
-        bytes_done=version.bytes if done else 0,
-        bytes_sent=0,
-        bytes_local=version.bytes if done else 0,
-        chunks_total=version.chunks,
-        chunks_done=version.chunks if done else 0,
-        chunks_sent=0,
-        paths=[],
-        rate_bps=0.0,
-        error=None,
-        ticket=secrets.token_urlsafe(24),
-        created_at=now,
-        started_at=now if done else None,
-        finished_at=now if done else None,
-    )
 
 
 def _get_transfer(s: Session, transfer_id: str, *, lock: bool = False) -> TransferRow:
