@@ -96,7 +96,7 @@ def test_a_failing_reconcile_phase_is_counted_and_the_next_pass_recovers(
     monkeypatch.setattr(store, "running_jobs", broken)
     failed = server.step()
     assert failed.errors == 1
-    assert set(failed.phase_s) == {"expire", "links", "plan"}
+    assert set(failed.phase_s) == {"expire", "links", "plan", "stage"}
     monkeypatch.setattr(store, "running_jobs", real)
     recovered = server.step()
     assert recovered.errors == 1

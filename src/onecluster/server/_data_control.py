@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -118,28 +118,37 @@ class DataControl:
             if body.from_site == body.to:
                 msg = f"a push from {body.to} to {body.to} moves nothing"
                 raise ValidationError(msg, hint="leave --from out, or name another site")
+        result = self.store.push(
+            body.dataset,
+            body.to,
+            now=self.clock.now(),
+            rank=self._ranking(body.to),
+            src=body.from_site,
+            root=body.version,
+        )
+        return self._out([result.transfer])[0], result.created
+
+    def prefetch(self, dataset: str, root: str, site: str, job_id: str) -> TransferRecord:
+        """The transfer bringing version ``root`` of ``dataset`` to ``site`` for ``job_id``:
+        one already on its way there, a new one from the best source, or one already done
+        (:class:`ConflictError` when no site holds all of it)."""
+        result = self.store.push(
+            dataset, site, now=self.clock.now(), rank=self._ranking(site), root=root, job_id=job_id
+        )
+        return result.transfer
+
+    def _ranking(self, dst: str) -> Callable[[Sequence[str]], Sequence[str]]:
+        """Sources for ``dst`` from best to worst, as the circuits and sites are now."""
         down_circuits = self.links.down_circuits()
         up = {e.site for e in self.store.data_endpoints()}
         down_sites = frozenset(self.fabric.site_names) - up
 
         def rank(candidates: Sequence[str]) -> Sequence[str]:
             return rank_sources(
-                self.fabric,
-                body.to,
-                candidates,
-                down_circuits=down_circuits,
-                down_sites=down_sites,
+                self.fabric, dst, candidates, down_circuits=down_circuits, down_sites=down_sites
             )
 
-        result = self.store.push(
-            body.dataset,
-            body.to,
-            now=self.clock.now(),
-            rank=rank,
-            src=body.from_site,
-            root=body.version,
-        )
-        return self._out([result.transfer])[0], result.created
+        return rank
 
     def transfers(self, *, active_only: bool = True, limit: int = 100) -> list[TransferOut]:
         """Transfers newest first (those not ended, or every one)."""

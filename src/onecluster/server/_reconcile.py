@@ -3,7 +3,8 @@
 Every pass (1) marks sites whose agent went silent as down, losing their attempts and
 requeuing their jobs; re-judges circuits whose probe results went stale; (2) builds the
 scheduler's view from the database and, with the pending queue kept by
-:class:`PendingMirror`, asks :meth:`Scheduler.plan`; (3) applies the plan in one transaction.
+:class:`PendingMirror`, asks :meth:`Scheduler.plan`; (3) applies the plan in one transaction;
+(4) stages the datasets of attempts that wait for them (:mod:`onecluster.server._staging`).
 A phase that fails is logged and counted; the loop goes on with the next phase and the next
 pass.
 """
@@ -21,6 +22,7 @@ from typing import TypeVar
 
 from onecluster.scheduler import Plan
 from onecluster.server._control import ControlPlane
+from onecluster.server._staging import stage_attempts
 from onecluster.server._views import cluster_view
 from onecluster.store import PlacedPart, PreemptOrder, StartOrder
 
@@ -84,6 +86,7 @@ class Reconciler:
                 started, preempted = _phase(
                     "apply", lambda: self._apply(plan), (0, 0), timings, failures
                 )
+            _phase("stage", lambda: stage_attempts(self._control.data), 0, timings, failures)
             s = self._stats
             self._stats = replace(
                 s,

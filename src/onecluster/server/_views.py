@@ -88,6 +88,8 @@ def desired_attempt(a: Assignment, *, grace_s: float) -> DesiredAttempt:
         "ONECLUSTER_GPU_TYPE": a.gpu_type,
         "ONECLUSTER_GPUS": str(a.gpus),
     }
+    if a.dataset_dir is not None:
+        env["ONECLUSTER_DATASET_DIR"] = a.dataset_dir
     return DesiredAttempt(
         attempt_id=a.attempt_id,
         job_id=a.job_id,

@@ -33,13 +33,16 @@ from onecluster.store._records import (
     SyncReport,
     TokenRecord,
 )
+from onecluster.store._staging import Staging, StagingAttempt
 from onecluster.store._store import Store
 from onecluster.store._sync import DEFAULT_LEASE_S
+from onecluster.store._transitions import STAGE_CHECK
 
 __all__ = [
     "ACTIVE_SCAN_STATES",
     "ACTIVE_TRANSFER_STATES",
     "DEFAULT_LEASE_S",
+    "STAGE_CHECK",
     "AgentReport",
     "Assignment",
     "AttemptFacts",
@@ -61,6 +64,8 @@ __all__ = [
     "ScanRecord",
     "Settlement",
     "SiteRecord",
+    "Staging",
+    "StagingAttempt",
     "StartOrder",
     "Store",
     "SyncReport",

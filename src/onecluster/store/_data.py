@@ -34,14 +34,14 @@ from onecluster.store._data_records import (
 )
 from onecluster.store._data_sync import data_endpoints, data_work, record_data
 from onecluster.store._push import SourceRanking, new_id, pick_source, pick_version, transfer_row
+from onecluster.store._staging import Staging
 from onecluster.store._tables import DatasetRow, ReplicaRow, ScanRow, TransferRow, VersionRow
-from onecluster.store._transactions import Transactions
 from onecluster.store._transitions import event
 
 __all__ = ["DataStore"]
 
 
-class DataStore(Transactions):
+class DataStore(Staging):
     """Datasets as content: what was scanned where, which site holds which version, and the
     transfers between sites.  Unknown scans and transfers raise :class:`NotFoundError`; a
     request that contradicts the current state (nothing to send from, a transfer that ended)
@@ -153,6 +153,7 @@ class DataStore(Transactions):
         rank: SourceRanking,
         src: str | None = None,
         root: str | None = None,
+        job_id: str | None = None,
     ) -> PushResult:
         """Send version ``root`` (default: the latest) of ``dataset`` to ``dst``.
 
@@ -163,7 +164,7 @@ class DataStore(Transactions):
 
         :class:`ConflictError` when the dataset has no version yet, when ``src`` holds no
         complete replica, or when no site does; :class:`NotFoundError` for a ``root`` that is
-        not one of its versions.
+        not one of its versions.  With ``job_id`` the transfer is that job's prefetch.
         """
 
         def work(s: Session) -> PushResult:
@@ -173,7 +174,7 @@ class DataStore(Transactions):
             version = pick_version(dataset, versions, root)
             complete = sorted(version.complete_at)
             if dst in complete:
-                row = transfer_row(version, src or dst, dst, now, state="done")
+                row = transfer_row(version, src or dst, dst, now, state="done", job_id=job_id)
                 s.add(row)
                 return PushResult(transfer=transfer_record(row), created=False)
             active = s.scalars(
@@ -187,7 +188,7 @@ class DataStore(Transactions):
             if active is not None:
                 return PushResult(transfer=transfer_record(active), created=False)
             source = pick_source(version, complete, src, rank)
-            row = transfer_row(version, source, dst, now, state="queued")
+            row = transfer_row(version, source, dst, now, state="queued", job_id=job_id)
             s.add(row)
             event(
                 s,

@@ -65,9 +65,10 @@ def pick_source(
 
 
 def transfer_row(
-    version: VersionRecord, src: str, dst: str, now: float, *, state: str
+    version: VersionRecord, src: str, dst: str, now: float, *, state: str, job_id: str | None = None
 ) -> TransferRow:
-    """A new transfer of ``version``; one created ``done`` had everything at ``dst`` already."""
+    """A new transfer of ``version``; one created ``done`` had everything at ``dst`` already;
+    with ``job_id``, the prefetch of that job's dataset."""
     done = state == "done"
     return TransferRow(
         id=new_id("t"),
@@ -75,8 +76,8 @@ def transfer_row(
         root=version.root,
         src=src,
         dst=dst,
-        reason="push",
-        job_id=None,
+        reason="push" if job_id is None else "prefetch",
+        job_id=job_id,
         state=state,
         bytes_total=version.bytes,
         bytes_done=version.bytes if done else 0,

@@ -151,3 +151,5 @@ class Assignment:
     reason: str | None
     handed_to: str | None = None
     workdir: str | None = None
+    #: The directory of the job's dataset at the site (``$ONECLUSTER_DATASET_DIR``).
+    dataset_dir: str | None = None

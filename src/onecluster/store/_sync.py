@@ -158,7 +158,9 @@ def _apply(attempt: AttemptRow, job: JobRow, report: AgentReport | None, now: fl
     if report is not None:
         _note_times(attempt, job, report, now)
     if report is None:
-        if state is AttemptState.STARTING and now - attempt.started_at > START_TIMEOUT_S:
+        since = attempt.data_ready_at or attempt.started_at
+        waiting = attempt.data_wait is not None  # never handed out: its dataset is not there
+        if state is AttemptState.STARTING and not waiting and now - since > START_TIMEOUT_S:
             # The agent keeps refusing to start it (no such GPUs or slots there): give the
             # job back to the scheduler rather than let it wait at this site forever.
             end_attempt(attempt, AttemptState.LOST, None, now)
@@ -236,7 +238,13 @@ def desired(
 ) -> list[Assignment]:
     """The attempts wanted at ``site``: active ones run, stopping ones stop.  Attempts not
     yet handed to an agent are handed to ``agent_id`` (only it may start them)."""
-    wanted = active_attempts_at(session, site)
+    # An attempt still waiting for its dataset is not handed out; a stop of one is (the
+    # agent, which never had it, reports it lost).
+    wanted = [
+        a
+        for a in active_attempts_at(session, site)
+        if a.data_wait is None or a.state == AttemptState.STOPPING
+    ]
     for attempt in wanted:
         if attempt.handed_to is None:
             attempt.handed_to = agent_id
@@ -261,6 +269,7 @@ def desired(
             reason=a.stop_reason,
             handed_to=a.handed_to,
             workdir=jobs[a.job_id].workdir,
+            dataset_dir=a.dataset_dir,
         )
         for a in wanted
     ]

@@ -102,6 +102,14 @@ class AttemptRow(Base):
     ran_until: Mapped[float | None] = mapped_column(default=None)
     #: The agent process the attempt was first handed to; no other agent ever starts it.
     handed_to: Mapped[str | None] = mapped_column(String(128), default=None)
+    #: While the attempt waits for its dataset at its site: :data:`STAGE_CHECK` until the
+    #: reconcile loop looked, then the id of the transfer bringing it.  Such an attempt is
+    #: not handed to its agent.  ``None``: nothing to wait for (any more).
+    data_wait: Mapped[str | None] = mapped_column(String(64), default=None)
+    #: The directory of the attempt's dataset at its site (``$ONECLUSTER_DATASET_DIR``).
+    dataset_dir: Mapped[str | None] = mapped_column(Text, default=None)
+    #: When its dataset was complete at the site (the start timeout counts from then).
+    data_ready_at: Mapped[float | None] = mapped_column(default=None)
 
 
 class TokenRow(Base):

@@ -22,7 +22,7 @@ from onecluster.model import (
 from onecluster.store._convert import parts_json
 from onecluster.store._lifecycle import AttemptFacts, settle
 from onecluster.store._records import StartOrder
-from onecluster.store._tables import AttemptRow, EventRow, JobRow
+from onecluster.store._tables import AttemptRow, EventRow, JobRow, VersionRow
 
 #: Key in ``Session.info`` set by a transaction that requeued or cancelled a pending job.
 PENDING_CHANGED = "onecluster.pending_changed"
@@ -30,6 +30,7 @@ PENDING_CHANGED = "onecluster.pending_changed"
 __all__ = [
     "ACTIVE",
     "PENDING_CHANGED",
+    "STAGE_CHECK",
     "end_attempt",
     "lock_jobs",
     "preempt",
@@ -39,6 +40,10 @@ __all__ = [
 ]
 
 ACTIVE = tuple(sorted(s.value for s in ACTIVE_ATTEMPT_STATES))
+
+#: ``attempts.data_wait`` of a new attempt whose job names a registered dataset: the
+#: reconcile loop has not looked yet whether its site holds the dataset.
+STAGE_CHECK = "check"
 
 
 def lock_jobs(session: Session, job_ids: Iterable[str]) -> dict[str, JobRow]:
@@ -72,6 +77,11 @@ def start(session: Session, job: JobRow, order: StartOrder, now: float) -> bool:
         return False
     job.attempts += 1
     waited = max(0.0, now - job.queued_at)
+    # A registered dataset with a version: each attempt waits until its site holds it.
+    stage = None
+    if job.dataset is not None:
+        versions = select(VersionRow.root).where(VersionRow.dataset == job.dataset).limit(1)
+        stage = STAGE_CHECK if session.scalar(versions) is not None else None
     for index, part in enumerate(order.parts):
         session.add(
             AttemptRow(
@@ -95,6 +105,7 @@ def start(session: Session, job: JobRow, order: StartOrder, now: float) -> bool:
                 cost_per_gpu_hour=part.cost_per_gpu_hour,
                 cost=0.0,
                 log_size=0,
+                data_wait=stage,
             )
         )
     job.state = JobState.RUNNING
@@ -102,7 +113,7 @@ def start(session: Session, job: JobRow, order: StartOrder, now: float) -> bool:
         tuple(SitePart(site=p.site, gpu_type=p.gpu_type, gpus=p.gpus) for p in order.parts)
     )
     job.borrowed = order.borrowed
-    job.reason = None
+    job.reason = f"waiting for data: {job.dataset}" if stage else None
     if job.started_at is None:
         job.started_at = now
     where = ", ".join(f"{p.gpus}x{p.gpu_type}@{p.site}" for p in order.parts)
