@@ -27,15 +27,22 @@ from onecluster.errors import IntegrityError
 from onecluster.transfer import DIGEST_SIZE
 
 __all__ = [
+    "CHUNKS",
+    "COUNT",
+    "LENGTH",
+    "MANIFEST",
     "MAX_BATCH",
     "Codec",
     "Frame",
     "Kind",
     "ProtocolError",
+    "frame_head",
+    "hello_bytes",
     "read_exact",
     "read_frame",
     "read_hello",
     "read_status",
+    "request_chunks",
     "write_hello",
     "write_status",
 ]

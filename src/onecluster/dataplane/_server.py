@@ -68,7 +68,6 @@ class DataServer:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._open: set[socket.socket] = set()
-        self.bytes_served = 0
         self._thread = threading.Thread(target=self._accept, name="data-server", daemon=True)
         self._thread.start()
 
@@ -118,7 +117,7 @@ class DataServer:
             else:
                 assert served.source is not None
                 wire.write_status(conn, True)
-                _Session(conn, served, str(header.get("path", "")), self).run()
+                _Session(conn, served, str(header.get("path", ""))).run()
         except (OSError, ConnectionError, PlatformError) as exc:
             _log.debug("data connection from %s ended: %s", peer, exc)
         finally:
@@ -173,11 +172,10 @@ class DataServer:
 class _Session:
     """One fetch connection: answers manifest and chunk requests until the client leaves."""
 
-    def __init__(self, conn: socket.socket, served: Served, path: str, server: DataServer):
+    def __init__(self, conn: socket.socket, served: Served, path: str) -> None:
         self._conn = conn
         self._served = served
         self._pacer = served.pacer(path)
-        self._server = server
         self._zstd = zstandard.ZstdCompressor(level=1)
         self._futile = 0  # compression attempts in a row that did not pay
         self._skip = 0
@@ -216,7 +214,6 @@ class _Session:
         self._pacer.take(len(payload))
         self._conn.sendall(wire.frame_head(chunk, codec, len(data), len(payload)))
         self._conn.sendall(payload)
-        self._server.bytes_served += len(payload)
 
     def _pack(self, data: bytes) -> tuple[wire.Codec, bytes]:
         """zstd where that pays (≥ 10 % smaller); after eight futile tries in a row, the
