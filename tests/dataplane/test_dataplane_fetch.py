@@ -20,9 +20,10 @@ def _tree_bytes(top: Path) -> dict[str, bytes]:
 
 
 def _receive(
-    source: Source, tmp_path: Path, routes: list[Route], **kw: object
+    source: Source, tmp_path: Path, routes: list[Route], *, via: int = 0, stall_s: float = 5.0
 ) -> tuple[Fetch, Path]:
-    raw = fetch_manifest(routes[0], "t1", "secret")
+    """Fetch the source's version over ``routes`` (its manifest over ``routes[via]``)."""
+    raw = fetch_manifest(routes[via], "t1", "secret")
     manifest = decode_manifest(raw, root=source.manifest.root)
     replica = DataStore(tmp_path / "dst").receive("ds", manifest)
     fetch = Fetch(
@@ -32,7 +33,7 @@ def _receive(
         chunks=replica.open(),
         routes=routes,
         window_bytes=4 << 20,
-        **kw,  # type: ignore[arg-type]
+        stall_s=stall_s,
     )
     fetch.start()
     assert fetch.wait(60), "the fetch did not finish"
@@ -91,23 +92,10 @@ def test_corrupt_chunks_are_fetched_again_and_never_kept(source: Source, tmp_pat
             Route("clean", (("127.0.0.1", source.server.port),)),
             Route("noisy", (("127.0.0.1", bad.port),)),
         ]
-        raw = fetch_manifest(routes[0], "t1", "secret")
-        manifest = decode_manifest(raw, root=source.manifest.root)
-        replica = DataStore(tmp_path / "dst").receive("ds", manifest)
-        fetch = Fetch(
-            transfer="t1",
-            ticket="secret",
-            sink=replica,
-            chunks=replica.open(),
-            routes=routes,
-            window_bytes=4 << 20,
-        )
-        fetch.start()
-        assert fetch.wait(60)
-        fetch.stop()
+        fetch, final = _receive(source, tmp_path, routes)
         noisy = next(p for p in fetch.paths() if p.name == "noisy")
         assert noisy.corrupt > 0
-        assert _tree_bytes(replica.finish()) == _tree_bytes(source.tree)
+        assert _tree_bytes(final) == _tree_bytes(source.tree)
     finally:
         bad.close()
 
@@ -122,24 +110,9 @@ def test_a_path_that_goes_silent_hands_its_chunks_to_the_others(
             Route("cut", (("127.0.0.1", cut.port),)),
             Route("spare", (("127.0.0.1", source.server.port),)),
         ]
-        raw = fetch_manifest(routes[1], "t1", "secret")
-        manifest = decode_manifest(raw, root=source.manifest.root)
-        replica = DataStore(tmp_path / "dst").receive("ds", manifest)
-        fetch = Fetch(
-            transfer="t1",
-            ticket="secret",
-            sink=replica,
-            chunks=replica.open(),
-            routes=routes,
-            window_bytes=4 << 20,
-            stall_s=1.0,
-        )
         cut.silent.set()
-        fetch.start()
-        assert fetch.wait(60)
-        fetch.stop()
-        assert fetch.error is None
-        assert _tree_bytes(replica.finish()) == _tree_bytes(source.tree)
+        _, final = _receive(source, tmp_path, routes, via=1, stall_s=1.0)
+        assert _tree_bytes(final) == _tree_bytes(source.tree)
     finally:
         cut.close()
 

@@ -14,10 +14,13 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
+from onecluster.client import Client
+from onecluster.lab import Lab
 from onecluster.network import delete_netns, in_netns, list_netns, new_netns
 
 
@@ -118,3 +121,23 @@ def wait_for(check: Callable[[], bool], timeout: float, what: str) -> float:
             pytest.fail(f"{what}: not within {timeout} s")
         time.sleep(0.1)
     return time.monotonic() - start
+
+
+THREE_SITES = Path(__file__).resolve().parents[2] / "examples/fabrics/three-site.yaml"
+
+
+@contextmanager
+def running_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Lab, Client]]:
+    """The three-site lab ``octest`` at the default scale, and an admin client of its server;
+    removed afterwards whatever happened."""
+    root = tmp_path_factory.mktemp("labs")
+    the_lab = Lab("octest", root=root, environ=dict(os.environ))
+    the_lab.up(THREE_SITES, scale=0.05)
+    try:
+        status = the_lab.status()
+        assert status.server_url is not None
+        token = status.admin_token_file.read_text().strip()
+        with Client(status.server_url, token) as admin:
+            yield the_lab, admin
+    finally:
+        the_lab.down_all()

@@ -8,13 +8,12 @@ tens of megabytes take seconds."""
 
 from __future__ import annotations
 
-import os
 import random
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.lab.conftest import needs_lab_host, wait_for
+from tests.lab.conftest import needs_lab_host, running_lab, wait_for
 
 from onecluster.client import Client
 from onecluster.lab import Lab
@@ -22,26 +21,21 @@ from onecluster.schema import DatasetAdd, JobSubmit, PushIn, TransferOut
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow, needs_lab_host]
 
-FABRIC = Path(__file__).resolve().parents[2] / "examples/fabrics/three-site.yaml"
+
+@pytest.fixture(scope="module")
+def lab_and_admin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Lab, Client]]:
+    with running_lab(tmp_path_factory) as both:
+        yield both
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    root = tmp_path_factory.mktemp("labs")
-    the_lab = Lab("octest", root=root, environ=dict(os.environ))
-    the_lab.up(FABRIC, scale=0.05)
-    try:
-        yield the_lab
-    finally:
-        the_lab.down_all()
+def lab(lab_and_admin: tuple[Lab, Client]) -> Lab:
+    return lab_and_admin[0]
 
 
 @pytest.fixture(scope="module")
-def admin(lab: Lab) -> Iterator[Client]:
-    status = lab.status()
-    assert status.server_url is not None
-    with Client(status.server_url, status.admin_token_file.read_text().strip()) as client:
-        yield client
+def admin(lab_and_admin: tuple[Lab, Client]) -> Client:
+    return lab_and_admin[1]
 
 
 @pytest.fixture(scope="module")

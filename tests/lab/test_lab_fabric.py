@@ -10,10 +10,9 @@ import os
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from tests.lab.conftest import needs_lab_host, wait_for
+from tests.lab.conftest import THREE_SITES, needs_lab_host, running_lab, wait_for
 
 from onecluster.client import Client
 from onecluster.errors import ConflictError
@@ -23,27 +22,23 @@ from onecluster.network import link_exists, list_netns, show_routes
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow, needs_lab_host]
 
-FABRIC = Path(__file__).resolve().parents[2] / "examples/fabrics/three-site.yaml"
+FABRIC = THREE_SITES
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    root = tmp_path_factory.mktemp("labs")
-    the_lab = Lab("octest", root=root, environ=dict(os.environ))
-    the_lab.up(FABRIC, scale=0.05)
-    try:
-        yield the_lab
-    finally:
-        the_lab.down_all()
+def lab_and_admin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Lab, Client]]:
+    with running_lab(tmp_path_factory) as both:
+        yield both
 
 
 @pytest.fixture(scope="module")
-def admin(lab: Lab) -> Iterator[Client]:
-    status = lab.status()
-    token = status.admin_token_file.read_text().strip()
-    assert status.server_url is not None
-    with Client(status.server_url, token) as client:
-        yield client
+def lab(lab_and_admin: tuple[Lab, Client]) -> Lab:
+    return lab_and_admin[0]
+
+
+@pytest.fixture(scope="module")
+def admin(lab_and_admin: tuple[Lab, Client]) -> Client:
+    return lab_and_admin[1]
 
 
 def next_circuit(admin: Client, src: str, dst: str) -> str | None:

@@ -162,9 +162,12 @@ class Lab:
         mtu: int = 1500,
         port: int | None = None,
         ready_timeout_s: float = 60.0,
+        server_flags: Sequence[str] = (),
     ) -> LabStatus:
         """Build the lab for ``fabric_path`` and wait until every agent syncs and every
-        circuit is measured up.  :class:`ConflictError` if the lab (or its leftovers) exist."""
+        circuit is measured up; ``server_flags`` are added to the server's command line
+        (``["--relay-share", "1"]``, say).  :class:`ConflictError` if the lab (or its
+        leftovers) exist."""
         check_host()
         fabric = load_fabric(fabric_path)
         plan = plan_lab(fabric, name=self.name, scale=scale, mtu=mtu)
@@ -186,7 +189,7 @@ class Lab:
         state = LabState(name=self.name, fabric=str(copy), scale=scale, mtu=mtu)
         state.save(self.dir)
         try:
-            self._build(plan, state, port)
+            self._build(plan, state, port, server_flags)
             self._wait_ready(plan, state, ready_timeout_s)
         except BaseException:
             self._progress("the lab did not come up; removing what was made")
@@ -199,7 +202,9 @@ class Lab:
             raise
         return self.status()
 
-    def _build(self, plan: LabPlan, state: LabState, port: int | None) -> None:
+    def _build(
+        self, plan: LabPlan, state: LabState, port: int | None, server_flags: Sequence[str]
+    ) -> None:
         build_bridge(plan)
         state.bridge = True
         state.save(self.dir)
@@ -211,7 +216,7 @@ class Lab:
             self._progress(f"site {site.site}: namespace {site.netns}, address {site.service_ip}")
         for circuit in plan.circuits:
             self._start_circuit(plan, state, circuit)
-        self._start_server(state, port)
+        self._start_server(state, port, server_flags)
         admin = self._admin(state)
         with admin:
             for site in plan.sites:
@@ -227,7 +232,7 @@ class Lab:
             f"{circuit.rate_bps / 1e6:g} Mbit/s, loss {circuit.loss:g}"
         )
 
-    def _start_server(self, state: LabState, port: int | None) -> None:
+    def _start_server(self, state: LabState, port: int | None, flags: Sequence[str]) -> None:
         server = start_server(
             self._launcher,
             python=sys.executable,
@@ -236,6 +241,7 @@ class Lab:
             host=BRIDGE_IP,
             port=port or free_port(BRIDGE_IP),
             env=self._environ,
+            extra=flags,
         )
         state.server = ProcessRecord(pid=server.process.pid, log=str(server.process.log_path))
         state.server_url = server.url

@@ -70,12 +70,14 @@ def start_server(
     host: str,
     port: int,
     env: Mapping[str, str] | None = None,
+    extra: Sequence[str] = (),
 ) -> StartedServer:
     """Start ``onecluster server`` on ``host:port`` with its state (SQLite, admin token) in
-    ``state_dir``; :func:`wait_server` waits until it answers."""
+    ``state_dir`` and ``extra`` flags (``--relay-share 1``, say); :func:`wait_server` waits
+    until it answers."""
     argv = _cli(
         python, "--state-dir", str(state_dir), "server",
-        "--fabric", str(fabric), "--host", host, "--port", str(port),
+        "--fabric", str(fabric), "--host", host, "--port", str(port), *extra,
     )  # fmt: skip
     process = launcher.start("server", argv, env=env)
     return StartedServer(process=process, url=f"http://{host}:{port}", state_dir=state_dir)

@@ -94,14 +94,7 @@ class PartialReplica:
             raise _storage_error(exc, self.dir) from exc
         self._present = self._index.present(self._dataset, self._root)
         self._recover()
-        self._index.put_replica(
-            self._dataset,
-            self._root,
-            self.dir,
-            complete=False,
-            in_place=False,
-            bytes_present=self._bytes_of(self._present),
-        )
+        self._record(self.dir, complete=False, bytes_present=self._bytes_of(self._present))
         needed = self.needed()
         _check_space(self.dir, sum(c.size for c in needed))
         return needed
@@ -197,13 +190,16 @@ class PartialReplica:
             raise _storage_error(exc, self.dir) from exc
         self._index.add_chunks(self._dataset, self._root, pending)
         self.bytes_present = self._bytes_of(self._present)
+        self._record(self.dir, complete=False, bytes_present=self.bytes_present)
+
+    def _record(self, directory: Path, *, complete: bool, bytes_present: int) -> None:
         self._index.put_replica(
             self._dataset,
             self._root,
-            self.dir,
-            complete=False,
+            directory,
+            complete=complete,
             in_place=False,
-            bytes_present=self.bytes_present,
+            bytes_present=bytes_present,
         )
 
     def _fd(self, path: str) -> tuple[int, threading.Lock]:
@@ -255,14 +251,7 @@ class PartialReplica:
         except OSError as exc:
             raise _storage_error(exc, self.dir) from exc
         self._index.drop_replica(self._dataset, self._root)
-        self._index.put_replica(
-            self._dataset,
-            self._root,
-            self.final,
-            complete=True,
-            in_place=False,
-            bytes_present=self._manifest.bytes_total,
-        )
+        self._record(self.final, complete=True, bytes_present=self._manifest.bytes_total)
         self._index.add_chunks(
             self._dataset,
             self._root,
