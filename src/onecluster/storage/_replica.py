@@ -189,7 +189,9 @@ class PartialReplica:
                 self._present.difference_update(p[0] for p in pending)
             raise _storage_error(exc, self.dir) from exc
         self._index.add_chunks(self._dataset, self._root, pending)
-        self.bytes_present = self._bytes_of(self._present)
+        with self._lock:  # other streams add to it as they write
+            present = set(self._present)
+        self.bytes_present = self._bytes_of(present)
         self._record(self.dir, complete=False, bytes_present=self.bytes_present)
 
     def _record(self, directory: Path, *, complete: bool, bytes_present: int) -> None:
