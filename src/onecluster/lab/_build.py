@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 from collections.abc import Callable
@@ -30,7 +31,7 @@ from onecluster.network import (
 )
 from onecluster.process import stop_pids
 
-__all__ = ["build_bridge", "build_site", "check_host", "tear_down"]
+__all__ = ["build_bridge", "build_site", "check_host", "host_veth_ends", "tear_down"]
 
 #: Kernel settings of every site's namespace: forward for relayed routes, no reverse-path
 #: filter (a relayed reply arrives on another device than its request left by), and TCP
@@ -43,6 +44,9 @@ SITE_SYSCTLS = {
     "net.ipv4.tcp_wmem": "4096 65536 67108864",
 }
 
+
+#: Where the host's own devices are listed.
+_HOST_DEVICES = Path("/sys/class/net")
 
 #: What a lab writes into its directory (besides ``logs/``), and all that teardown removes.
 _LAB_ENTRIES = ("state.json", "state.json.tmp", "fabric.yaml", "server", "emulators", "sites")
@@ -139,6 +143,11 @@ def tear_down(
         netns &= set(list_netns())  # already gone is fine
     for ns in sorted(netns):
         attempt(f"namespace {ns}", _deleter(ns))
+    # A deleted namespace lives on, nameless, while anything still holds it — a TCP
+    # connection of a killed process that keeps retransmitting into the void, for minutes —
+    # and the host end of its management veth with it, which would stop the next `lab up`.
+    for device in host_veth_ends(name):
+        attempt(f"device {device}", _veth_deleter(device))
     bridge = f"{name}-mgmt"
     if link_exists(bridge):
         attempt(f"bridge {bridge}", lambda: delete_link(bridge))
@@ -162,3 +171,23 @@ def tear_down(
 
 def _deleter(netns: str) -> Callable[[], None]:
     return lambda: delete_netns(netns)
+
+
+def host_veth_ends(name: str) -> list[str]:
+    """The host ends of lab ``name``'s management veths (``<name>-m<i>``) that exist."""
+    pattern = re.compile(rf"{re.escape(name)}-m[0-9]+")
+    try:
+        return sorted(p.name for p in _HOST_DEVICES.iterdir() if pattern.fullmatch(p.name))
+    except OSError:
+        return []
+
+
+def _veth_deleter(device: str) -> Callable[[], None]:
+    def delete() -> None:
+        try:
+            delete_link(device)  # its other end goes with it
+        except BackendError:
+            if link_exists(device):  # (not when its namespace took it meanwhile)
+                raise
+
+    return delete

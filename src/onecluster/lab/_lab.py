@@ -28,7 +28,14 @@ from onecluster.errors import (
     ValidationError,
 )
 from onecluster.fabric import load_fabric
-from onecluster.lab._build import build_bridge, build_site, check_host, new_site_netns, tear_down
+from onecluster.lab._build import (
+    build_bridge,
+    build_site,
+    check_host,
+    host_veth_ends,
+    new_site_netns,
+    tear_down,
+)
 from onecluster.lab._circuits import EmulatorStatus, TunEmulator, start_tun_emulator
 from onecluster.lab._flows import FlowSample, run_flow
 from onecluster.lab._plan import BRIDGE_IP, CircuitPlan, LabPlan, check_lab_name, plan_lab
@@ -172,6 +179,7 @@ class Lab:
         fabric = load_fabric(fabric_path)
         plan = plan_lab(fabric, name=self.name, scale=scale, mtu=mtu)
         leftovers = [ns for ns in list_netns() if ns.startswith(f"{self.name}-")]
+        leftovers += host_veth_ends(self.name)
         if self.exists() or leftovers or link_exists(plan.bridge):
             msg = f"a lab named {self.name} is already on this host"
             raise ConflictError(msg, hint="`onecluster lab down-all` removes it first")
