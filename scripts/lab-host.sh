@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Make this host able to run `onecluster lab` and the lab tests: root, /dev/net/tun, and the
-# tools the lab calls (ip and tc from iproute2, nsenter from util-linux, sysctl from procps).
+# tools the lab calls (ip and tc from iproute2, nsenter from util-linux, sysctl from procps),
+# and rsync, the baseline of benchmarks/bench_transfer.py.
 #
 #   scripts/lab-host.sh        install what is missing (as root, with apt-get); say what is not
 #
@@ -18,6 +19,7 @@ command -v ip >/dev/null || missing+=(iproute2)
 command -v tc >/dev/null || missing+=(iproute2)
 command -v nsenter >/dev/null || missing+=(util-linux)
 command -v sysctl >/dev/null || missing+=(procps)
+command -v rsync >/dev/null || missing+=(rsync)
 if ((${#missing[@]})); then
     log "installing ${missing[*]} with apt-get"
     if ! ls /var/lib/apt/lists/*_Packages >/dev/null 2>&1; then
