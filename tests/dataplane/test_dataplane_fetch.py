@@ -10,7 +10,7 @@ import pytest
 from onecluster.dataplane import DataServer, Fetch, Route, Served, fetch_manifest
 from onecluster.errors import IntegrityError, UnavailableError
 from onecluster.storage import DataStore
-from onecluster.transfer import decode_manifest
+from onecluster.transfer import ChunkRef, decode_manifest
 
 from .conftest import Grants, Proxy, Source
 
@@ -126,3 +126,26 @@ def test_a_file_changed_at_the_source_ends_the_fetch_naming_it(
     route = Route("a", (("127.0.0.1", source.server.port),))
     with pytest.raises(IntegrityError, match=f"{target.path} changed at this site after version"):
         _receive(source, tmp_path, [route])
+
+
+def test_a_bug_in_a_stream_ends_the_fetch_with_its_reason_instead_of_hanging(
+    source: Source,
+) -> None:
+    source.serve()
+
+    class Broken:
+        def write(self, chunk: bytes, data: bytes) -> bool:
+            raise RuntimeError("a bug")
+
+    route = Route("a", (("127.0.0.1", source.server.port),))
+    chunks = [ChunkRef(d, s) for d, s in source.manifest.chunks.items()]
+    fetch = Fetch(
+        transfer="t1", ticket="secret", sink=Broken(), chunks=chunks, routes=[route],
+        window_bytes=4 << 20,
+    )  # fmt: skip
+    fetch.start()
+    assert fetch.wait(30)
+    fetch.stop()
+    assert fetch.error is not None and "unexpected RuntimeError in a stream: a bug" in str(
+        fetch.error
+    )

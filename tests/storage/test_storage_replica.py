@@ -130,3 +130,30 @@ def test_a_full_disk_is_named_before_anything_is_fetched(tree: Path, tmp_path: P
         store.close()
     finally:
         subprocess.run(["umount", str(small)], check=True)
+
+
+def _open_fds() -> int:
+    return sum(1 for _ in Path("/proc/self/fd").iterdir())
+
+
+def test_a_version_of_more_files_than_a_process_may_open_is_received(tmp_path: Path) -> None:
+    """Files are opened as their chunks arrive and closed again: the receiver never holds more
+    than a few dozen open, however many files the version has."""
+    top = tmp_path / "many"
+    top.mkdir()
+    for i in range(600):
+        (top / f"{i:04}.txt").write_text(f"file {i}\n" * (i % 7))
+    manifest = scan_tree(top)
+    source = DataStore(tmp_path / "src")
+    source.register("ds", top, manifest)
+    reader = source.reader("ds", manifest.root)
+    replica = DataStore(tmp_path / "dst").receive("ds", manifest)
+    before = _open_fds()
+    most = before
+    for chunk in replica.open():
+        replica.write(chunk.digest, reader.read(chunk.digest))
+        most = max(most, _open_fds())
+    assert most - before <= 64 + 64 + 8  # the reader's files and the receiver's, in one process
+    _same_tree(top, replica.finish())
+    reader.close()
+    assert _open_fds() <= before  # the receiver closed all of its own

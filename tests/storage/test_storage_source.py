@@ -7,27 +7,24 @@ import random
 import threading
 from pathlib import Path
 
-import pytest
-
-from onecluster.storage import SourceReader, _source, scan_tree
+from onecluster.storage import SourceReader, scan_tree
 from onecluster.transfer import digest
 
 
 def test_concurrent_reads_of_more_files_than_are_kept_open_get_the_right_bytes(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
     # An image dataset: 300 small files, one chunk each, read by 8 streams at once.  With two
     # files kept open, streams evict each other's files all the time, as 64 do when a few
     # streams serve 100,000 files under load: an evicted file's descriptor must not be
     # closed while a read uses it (its number would go to the next file opened).
-    monkeypatch.setattr(_source, "_OPEN_FILES", 2)
     rng = random.Random(7)
     top = tmp_path / "images"
     top.mkdir()
     for i in range(300):
         (top / f"{i:03}.jpg").write_bytes(rng.randbytes(rng.randint(1000, 4000)))
     manifest = scan_tree(top)
-    reader = SourceReader(top, manifest)
+    reader = SourceReader(top, manifest, open_files=2)
     chunks = list(manifest.chunks)
     failures: list[BaseException] = []
 

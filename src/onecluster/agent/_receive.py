@@ -119,6 +119,11 @@ class Receive:
         except Exception as exc:  # noqa: BLE001 - a bug must end the job, not the agent
             _log.exception("transfer %s failed unexpectedly", self.order.id)
             self._fail(f"unexpected {type(exc).__name__}: {exc}")
+        finally:
+            with self._lock:
+                open_replica = self._replica
+            if open_replica is not None:
+                open_replica.close()  # whatever happened: its files are not held on
 
     def _fail(self, message: str) -> None:
         self.error = message
@@ -132,7 +137,7 @@ class Receive:
         kept = self._store.manifest(root)
         if kept is not None:
             return kept
-        backoff = 0.5
+        backoff = 0.2
         while not self._stop.is_set():
             for route in routes_of(self.order):
                 try:

@@ -5,7 +5,8 @@ up to three requests in flight, so a long circuit never idles between batches, a
 its batches from one shared :class:`~onecluster.dataplane._work.Work`, so a faster path
 simply takes more.  A stream whose path breaks — refused, reset, or silent for
 ``stall_s`` — gives its unfinished chunks back to the others and reconnects with backoff
-(0.5 s doubling to 10 s), for as long as the fetch lasts: a circuit cut for minutes costs
+(0.2 s doubling to 10 s: the first tries come soon, since a source may get its order a sync
+after the destination), for as long as the fetch lasts: a circuit cut for minutes costs
 only time.  A chunk that arrives corrupt is dropped and fetched again; a chunk the source
 cannot serve (its file changed there) ends the fetch with that error.
 """
@@ -254,7 +255,7 @@ class Fetch:
 
     def _stream(self, route: Route) -> None:
         stats = self._stats[route.name]
-        backoff = 0.5
+        backoff = 0.2
         while self._alive(route) and not self._work.finished:
             try:
                 sock = open_session(
@@ -269,7 +270,7 @@ class Fetch:
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, 10.0)
                 continue
-            backoff = 0.5
+            backoff = 0.2
             key = id(sock)
             with self._lock:
                 self._socks[key] = (route.name, sock)
@@ -282,6 +283,9 @@ class Fetch:
                 if self._alive(route):
                     self._note(stats, "stalled", str(exc))
                     _log.info("path %s of transfer %s broke: %s", route.name, self._transfer, exc)
+            except Exception as exc:  # noqa: BLE001 - a bug: end the fetch, never hang it
+                _log.exception("a stream of transfer %s failed unexpectedly", self._transfer)
+                self._fail(PlatformError(f"unexpected {type(exc).__name__} in a stream: {exc}"))
             finally:
                 with self._lock:
                     self._socks.pop(key, None)

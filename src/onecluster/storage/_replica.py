@@ -1,12 +1,14 @@
 """Receiving a version into a site's storage, resumably.
 
-A version being received lives in ``<data-dir>/<dataset>/.partial-<root>``: its files are
-created at their full size (sparse) and every chunk is written at each of its places once
-its bytes match its digest.  Written chunks are recorded in the site's index in batches,
-after an ``fdatasync`` of the files they went to, so that the index never lists a chunk the
-disk could lose.  After a crash, :meth:`PartialReplica.open` re-reads the places that hold
-data but were not recorded yet, and keeps every chunk whose bytes verify: **a verified chunk
-is never fetched twice**.
+A version being received lives in ``<data-dir>/<dataset>/.partial-<root>``: a file is created
+at its full size (sparse) when its first chunk arrives, and every chunk is written at each of
+its places once its bytes match its digest.  At most 64 of its files are open at once (a
+version may hold more files than a process may open).  Written chunks are recorded in the
+site's index in batches, after the file system has flushed them (one ``syncfs`` per batch,
+however many files it touched), so that the index never lists a chunk the disk could lose.
+After a crash, :meth:`PartialReplica.open` re-reads the places that hold data but were not
+recorded yet, and keeps every chunk whose bytes verify: **a verified chunk is never fetched
+twice**.
 
 :meth:`PartialReplica.finish` checks that every chunk of the manifest is recorded, creates
 the links, sets every mode, and renames the directory to ``<data-dir>/<dataset>/<root>``: a
@@ -26,6 +28,7 @@ import time
 from pathlib import Path
 
 from onecluster.errors import IntegrityError, StorageError
+from onecluster.storage._files import OpenFiles, sync_filesystem
 from onecluster.storage._index import ChunkIndex
 from onecluster.transfer import ChunkRef, EntryKind, Manifest, digest
 
@@ -34,6 +37,8 @@ __all__ = ["PartialReplica", "replica_dir"]
 #: Record written chunks at least this often (seconds) or every this many bytes.
 _COMMIT_S = 0.5
 _COMMIT_BYTES = 64 * 1024 * 1024
+#: Files of a version kept open at once.
+_OPEN_FILES = 64
 #: Free space kept beyond what a transfer needs.
 _HEADROOM = 64 * 1024 * 1024
 
@@ -57,8 +62,11 @@ class PartialReplica:
         self._places: dict[bytes, list[tuple[str, int]]] = {}
         for chunk, path, offset, _ in manifest.places():
             self._places.setdefault(chunk, []).append((path, offset))
+        self._sizes = {e.path: e.size for e in manifest.entries if e.kind is EntryKind.FILE}
         self._lock = threading.Lock()
-        self._fds: dict[str, tuple[int, threading.Lock]] = {}
+        self._files = OpenFiles(self._open_for_writing, limit=_OPEN_FILES)
+        #: One writer per file at a time (the kernel's inode lock spins otherwise), striped.
+        self._write_locks = [threading.Lock() for _ in range(_OPEN_FILES)]
         self._pending: list[tuple[bytes, str, int, int]] = []
         self._pending_bytes = 0
         self._committed_at = time.monotonic()
@@ -79,17 +87,9 @@ class PartialReplica:
         _check_parents(self._manifest)
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
-            for entry in self._manifest.entries:
-                target = self.dir / entry.path
+            for entry in self._manifest.entries:  # parents first: the entries are sorted
                 if entry.kind is EntryKind.DIRECTORY:
-                    target.mkdir(mode=0o700, exist_ok=True)
-                elif entry.kind is EntryKind.FILE:
-                    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-                    try:
-                        if os.fstat(fd).st_size != entry.size:
-                            os.ftruncate(fd, entry.size)
-                    finally:
-                        os.close(fd)
+                    (self.dir / entry.path).mkdir(mode=0o700, exist_ok=True)
         except OSError as exc:
             raise _storage_error(exc, self.dir) from exc
         self._present = self._index.present(self._dataset, self._root)
@@ -154,8 +154,7 @@ class PartialReplica:
                 return False
         try:
             for path, offset in places:
-                fd, lock = self._fd(path)
-                with lock:  # one writer per file: the kernel's inode lock spins otherwise
+                with self._files.use(path) as fd, self._write_locks[hash(path) % _OPEN_FILES]:
                     os.pwrite(fd, data, offset)
         except OSError as exc:
             raise _storage_error(exc, self.dir) from exc
@@ -178,12 +177,14 @@ class PartialReplica:
         with self._lock:
             pending, self._pending, self._pending_bytes = self._pending, [], 0
             self._committed_at = time.monotonic()
-            fds = {path: self._fds[path][0] for _, path, _, _ in pending}
         if not pending:
             return
         try:
-            for fd in fds.values():
-                os.fdatasync(fd)
+            fd = os.open(self.dir, os.O_RDONLY)
+            try:
+                sync_filesystem(fd)
+            finally:
+                os.close(fd)
         except OSError as exc:
             with self._lock:  # not durable: nothing of this batch counts as present
                 self._present.difference_update(p[0] for p in pending)
@@ -204,13 +205,16 @@ class PartialReplica:
             bytes_present=bytes_present,
         )
 
-    def _fd(self, path: str) -> tuple[int, threading.Lock]:
-        with self._lock:
-            held = self._fds.get(path)
-            if held is None:
-                held = (os.open(self.dir / path, os.O_WRONLY | os.O_NOFOLLOW), threading.Lock())
-                self._fds[path] = held
-            return held
+    def _open_for_writing(self, path: str) -> int:
+        """Open (creating it at its full size, sparse, the first time) a file of the version."""
+        fd = os.open(self.dir / path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        try:
+            if os.fstat(fd).st_size != self._sizes[path]:
+                os.ftruncate(fd, self._sizes[path])
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
 
     def _bytes_of(self, chunks: set[bytes]) -> int:
         sizes = self._manifest.chunks
@@ -234,6 +238,9 @@ class PartialReplica:
             msg = f"{self.final} exists already and is not a replica this agent knows"
             raise StorageError(msg, hint=f"move it away; the received copy is kept in {self.dir}")
         try:
+            for path, size in self._sizes.items():
+                if size == 0:  # no chunk ever created it
+                    os.close(self._open_for_writing(path))
             for entry in self._manifest.entries:
                 if entry.kind is EntryKind.SYMLINK:
                     link = self.dir / entry.path
@@ -266,10 +273,7 @@ class PartialReplica:
 
     def close(self) -> None:
         """Close the open files (the partial directory stays, to resume)."""
-        with self._lock:
-            fds, self._fds = self._fds, {}
-        for fd, _ in fds.values():
-            os.close(fd)
+        self._files.close()
 
     def discard(self) -> None:
         """Remove the partial directory and forget it."""
