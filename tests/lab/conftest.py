@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -127,11 +128,16 @@ THREE_SITES = Path(__file__).resolve().parents[2] / "examples/fabrics/three-site
 
 
 @contextmanager
-def running_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Lab, Client]]:
+def running_lab() -> Iterator[tuple[Lab, Client]]:
     """The three-site lab ``octest`` at the default scale, and an admin client of its server;
-    removed afterwards whatever happened."""
-    root = tmp_path_factory.mktemp("labs")
-    the_lab = Lab("octest", root=root, environ=dict(os.environ))
+    removed afterwards whatever happened.
+
+    Whatever an earlier run killed half way left of ``octest`` (its namespaces, bridge and
+    veth ends) is swept first: the name belongs to the tests, and a leftover made every lab
+    test of a later run fail on 'a lab named octest is already on this host'."""
+    root = Path(tempfile.gettempdir()) / "onecluster-test-labs"  # the same for every run:
+    the_lab = Lab("octest", root=root, environ=dict(os.environ))  # a sweep finds its processes
+    the_lab.down_all()
     the_lab.up(THREE_SITES, scale=0.05)
     try:
         status = the_lab.status()

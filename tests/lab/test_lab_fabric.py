@@ -26,8 +26,8 @@ FABRIC = THREE_SITES
 
 
 @pytest.fixture(scope="module")
-def lab_and_admin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Lab, Client]]:
-    with running_lab(tmp_path_factory) as both:
+def lab_and_admin() -> Iterator[tuple[Lab, Client]]:
+    with running_lab() as both:
         yield both
 
 
