@@ -17,6 +17,7 @@ from onecluster.export._profile import Profile, load_profile, parse_profile
 from onecluster.export._pseudonym import MIN_KEY_BYTES, Pseudonymiser
 from onecluster.export._report import DeidReport, FieldCount, KindCount
 from onecluster.export._rules import Action, FieldRule, Generalisation, OnDetect
+from onecluster.export._thresholds import Route, RouteRequirement, YearTally, required_route
 
 __all__ = [
     "ALL_KINDS",
@@ -36,10 +37,14 @@ __all__ = [
     "Profile",
     "ProfileError",
     "Pseudonymiser",
+    "Route",
+    "RouteRequirement",
+    "YearTally",
     "deidentify",
     "find",
     "format_of",
     "load_profile",
     "merkle",
     "parse_profile",
+    "required_route",
 ]
