@@ -9,8 +9,8 @@ columns the profile's rules apply to (a UTF-8 byte order mark before it is kept)
 
 Refused (:class:`MalformedInputError`, naming the line): a record with more or fewer
 fields than the header, bad quoting (a quote inside an unquoted field, text after a
-closing quote, a quote never closed), a NUL byte, a field over 128 KiB, bytes that are not
-UTF-8.  A blank line is written back as it is and counts as no record.
+closing quote, a quote never closed), a field over 128 KiB, bytes that are not UTF-8.
+A blank line is written back as it is and counts as no record.
 """
 
 from __future__ import annotations

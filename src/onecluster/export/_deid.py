@@ -62,9 +62,7 @@ def deidentify(
     pseudonymiser = Pseudonymiser(key)
     kind = format_of(source)
     if format_of(output) != kind:
-        msg = (
-            f"the output {output} must have the input's format ({kind}): name it like {source.name}"
-        )
+        msg = f"the output {output} must be in the input's format ({kind}), like {source.name}"
         raise ValidationError(msg)
     if not source.is_file():
         msg = f"the input {source} does not exist or is not a file"
