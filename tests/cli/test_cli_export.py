@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
 
 import pytest
+from click.testing import Result
 from typer.testing import CliRunner
 
 from onecluster.cli import build_app, main
@@ -28,7 +30,7 @@ def _key(tmp_path: Path, text: str = "a" * 32 + "\n", mode: int = 0o600) -> Path
     return path
 
 
-def invoke(args: list[str], env: Environment | None = None) -> object:
+def invoke(args: list[str], env: Environment | None = None) -> Result:
     return CliRunner().invoke(build_app(), args, obj=env or Environment())
 
 
@@ -38,8 +40,8 @@ def test_json_report_with_a_key_file(tmp_path: Path) -> None:
         ["export", "deid", "--input", str(source), "--output", str(tmp_path / "out.csv"),
          "--key-file", str(key), "--json"]
     )  # fmt: skip
-    assert result.exit_code == 0, result.output  # type: ignore[attr-defined]
-    body = json.loads(result.stdout)  # type: ignore[attr-defined]
+    assert result.exit_code == 0, result.output
+    body = json.loads(result.stdout)
     assert body["records"] == 2 and body["individuals"] == 1
     assert body["detectors"] == {
         "cn_mobile": {"found": 1, "distinct": 1},
@@ -48,10 +50,8 @@ def test_json_report_with_a_key_file(tmp_path: Path) -> None:
     assert body["fields"]["phone"] == {"action": "scan", "changed": 1, "found": 1, "unparseable": 0}
     out = (tmp_path / "out.csv").read_bytes()
     assert MOBILE.encode() not in out
-    import hashlib
-
     assert body["sha256"] == hashlib.sha256(out).hexdigest()
-    assert "a" * 32 not in result.stdout  # type: ignore[attr-defined]
+    assert "a" * 32 not in result.stdout
 
 
 def test_the_key_from_the_environment_and_the_table_output(tmp_path: Path) -> None:
@@ -60,8 +60,8 @@ def test_the_key_from_the_environment_and_the_table_output(tmp_path: Path) -> No
     result = invoke(
         ["export", "deid", "--input", str(source), "--output", str(tmp_path / "o.csv")], env
     )
-    assert result.exit_code == 0, result.output  # type: ignore[attr-defined]
-    assert "cn_mobile" in result.stdout and "individuals:  1" in result.stdout  # type: ignore[attr-defined]
+    assert result.exit_code == 0, result.output
+    assert "cn_mobile" in result.stdout and "individuals:  1" in result.stdout
     # Another key, other tokens.
     result = invoke(
         ["export", "deid", "--input", str(source), "--output", str(tmp_path / "p.csv"),
@@ -73,9 +73,9 @@ def test_the_key_from_the_environment_and_the_table_output(tmp_path: Path) -> No
 def test_no_key_is_refused_saying_why(tmp_path: Path) -> None:
     source = _input(tmp_path)
     result = invoke(["export", "deid", "--input", str(source), "--output", str(tmp_path / "o.csv")])
-    assert result.exit_code == 2  # type: ignore[attr-defined]
-    assert "no de-identification key" in result.stderr  # type: ignore[attr-defined]
-    assert "brute force" in result.stderr  # type: ignore[attr-defined]
+    assert result.exit_code == 2
+    assert "no de-identification key" in result.stderr
+    assert "brute force" in result.stderr
     assert not (tmp_path / "o.csv").exists()
 
 
@@ -87,14 +87,14 @@ def test_bad_keys_are_refused(tmp_path: Path, key: str, mode: int, message: str)
     args = ["export", "deid", "--input", str(_input(tmp_path)), "--output",
             str(tmp_path / "o.csv"), "--key-file", str(_key(tmp_path, key, mode))]  # fmt: skip
     result = invoke(args)
-    assert result.exit_code == 2 and message in result.stderr  # type: ignore[attr-defined]
+    assert result.exit_code == 2 and message in result.stderr
 
 
 def test_a_key_file_others_can_read_is_warned_about(tmp_path: Path) -> None:
     args = ["export", "deid", "--input", str(_input(tmp_path)), "--output",
             str(tmp_path / "o.csv"), "--key-file", str(_key(tmp_path, mode=0o644))]  # fmt: skip
     result = invoke(args)
-    assert result.exit_code == 0 and "can be read by others" in result.stderr  # type: ignore[attr-defined]
+    assert result.exit_code == 0 and "can be read by others" in result.stderr
 
 
 def test_refusals_map_to_exit_codes(tmp_path: Path) -> None:
@@ -112,8 +112,8 @@ def test_refusals_map_to_exit_codes(tmp_path: Path) -> None:
     ]  # fmt: skip
     for args, code, message in cases:
         result = invoke(["export", "deid", *args, "--key-file", key])
-        assert result.exit_code == code, result.output  # type: ignore[attr-defined]
-        assert message in result.stderr  # type: ignore[attr-defined]
+        assert result.exit_code == code, result.output
+        assert message in result.stderr
     assert not (tmp_path / "o.csv").exists()
 
 
