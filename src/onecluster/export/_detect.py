@@ -7,21 +7,22 @@
 2. a text with a full-width, other-script or invisible character is normalised
    (:mod:`._normalise`) and the spans found map back to the original; an ASCII text is
    used as it is;
-3. *digit runs* — digits with up to three spaces, tabs or dashes between them, an
-   optional leading ``+`` and trailing ``X`` — are found by one regex and classified
-   (:mod:`._identifiers`): a resident ID beats a mobile number beats a bank card.  A run
-   that is no identifier as a whole is tried group by group (the parts its separators
-   make), longest first from the left, so that two numbers written side by side are both
-   found;
+3. *digit runs* — at least 11 digits with up to three spaces, tabs or dashes between
+   them, an optional leading ``+`` and trailing ``X`` — are found by one regex and
+   classified (:mod:`._identifiers`): a resident ID beats a mobile number beats a bank
+   card.  A run that is no identifier as a whole is tried group by group (the parts its
+   separators make), longest first from the left, so that two numbers written side by side
+   are both found;
 4. e-mail addresses (spaces allowed around ``@``), IPv4 (each octet ≤ 255) and IPv6
-   (validated by :mod:`ipaddress`) by their own regexes, only when the text holds ``@``,
-   ``.`` or ``:``.
+   (validated by :mod:`ipaddress`) by their own regexes.
 
-A match must not touch an ASCII letter or digit on either side (``\\b`` would not do:
-there is no word boundary between a Chinese character and a digit), so hex digests,
-UUIDs and product codes are not taken apart; a Chinese character next to a number is no
-obstacle.  Overlapping matches keep the one that starts first, the longer one on a tie
-(``13812345678@qq.com`` is one e-mail address).
+Each family runs only where it could match (11 digits, an ``@``, four digits and three
+dots, two colons), counted at C speed first.  A match must not touch an ASCII letter or
+digit (``\\b`` would not do: there is no word boundary between a Chinese character and a
+digit), except a short *label* glued on its left (``ID``, ``IP``, ``Tel``: see
+:func:`_labelled`), so hex digests, UUIDs and product codes are not taken apart; a
+Chinese character next to a number is no obstacle.  Overlapping matches keep the one that
+starts first, the longer one on a tie (``13812345678@qq.com`` is one e-mail address).
 """
 
 from __future__ import annotations

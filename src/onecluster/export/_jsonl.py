@@ -28,7 +28,7 @@ from onecluster.export._transform import Operation, Transformer
 
 __all__ = ["transform_jsonl"]
 
-_RECORD = "(record)"  # the tally of records that are not objects
+_OTHER = "(other)"  # the tally of top-level keys and of records that are not objects
 
 
 class _DuplicateKey(ValueError):
@@ -87,7 +87,7 @@ def transform_jsonl(
     :class:`ProfileError` at the end for a profile field no record had."""
     profile = transformer.profile
     operations: dict[str, tuple[FieldRule, Operation | None]] = {}
-    whole = transformer.operation(_RECORD, FieldRule(detectors=profile.detectors))
+    whole = transformer.operation(_OTHER, FieldRule(detectors=profile.detectors))
     for number, line in enumerate(source, 1):
         if not line.strip():
             sink.write(line)
@@ -135,4 +135,7 @@ def transform_jsonl(
             sink.write(text.encode("utf-8", "surrogatepass") + line_ending(line))
         else:
             sink.write(line)
+    other = transformer.tally.fields.get(_OTHER)
+    if other is not None and not (other.changed or other.found or other.unparseable):
+        del transformer.tally.fields[_OTHER]  # nothing to report
     profile.check_columns(operations, source=f"every record of {name}")
