@@ -35,6 +35,7 @@ LAYER = {
     "workload": 2,
     "reports": 2,
     "transfer": 2,
+    "export": 2,
     "simulate": 3,
     "schema": 3,
     "store": 4,

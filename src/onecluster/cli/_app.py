@@ -13,6 +13,7 @@ from onecluster.cli import (
     _agent,
     _cancel,
     _dataset,
+    _export,
     _gateway,
     _jobs,
     _lab,
@@ -64,6 +65,7 @@ def build_app() -> typer.Typer:
         _token,
         _lab,
         _gateway,
+        _export,
     ):
         module.register(app)
     return app

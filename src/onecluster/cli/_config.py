@@ -8,7 +8,9 @@ Resolution, first match wins (documented in ``docs/cli.md``):
 * token: ``--token`` → ``ONECLUSTER_TOKEN`` → ``<state-dir>/admin.token`` (written by
   the server at its first start) → none.  Whitespace around a token (a file's newline, a
   pasted CRLF) is dropped; one with whitespace or control characters inside is refused,
-  naming where it came from (:func:`onecluster.client.usable_token`).
+  naming where it came from (:func:`onecluster.client.usable_token`);
+* de-identification key (``export deid``): ``--key-file`` → ``ONECLUSTER_DEID_KEY`` → none
+  (refused: ``cli/_export.py``).
 
 The environment is read once, in :func:`onecluster.cli.main`, into an :class:`Environment`
 that is passed down; nothing here reads ``os.environ``.
@@ -17,7 +19,7 @@ that is passed down; nothing here reads ``os.environ``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -50,13 +52,17 @@ class Environment:
 
     server: str | None = None
     token: str | None = None
+    #: The de-identification key (``export deid``), a secret: never printed.
+    deid_key: str | None = field(default=None, repr=False)
 
     @classmethod
     def from_mapping(cls, environ: Mapping[str, str]) -> Environment:
-        """Pick ``ONECLUSTER_SERVER`` and ``ONECLUSTER_TOKEN`` (empty or blank: unset)."""
+        """Pick ``ONECLUSTER_SERVER``, ``ONECLUSTER_TOKEN`` and ``ONECLUSTER_DEID_KEY``
+        (empty or blank: unset)."""
         return cls(
             server=environ.get("ONECLUSTER_SERVER", "").strip() or None,
             token=environ.get("ONECLUSTER_TOKEN", "").strip() or None,
+            deid_key=environ.get("ONECLUSTER_DEID_KEY", "").strip() or None,
         )
 
 
@@ -70,6 +76,8 @@ class CliConfig:
     debug: bool = False
     #: Where ``token`` came from (``--token``, ``$ONECLUSTER_TOKEN`` or the file), for errors.
     token_source: str | None = None
+    #: ``$ONECLUSTER_DEID_KEY``, the key ``export deid`` uses without ``--key-file``.
+    deid_key: str | None = field(default=None, repr=False)
 
 
 def resolve_config(
@@ -112,6 +120,7 @@ def resolve_config(
         state_dir=state_dir,
         debug=debug,
         token_source=token_source,
+        deid_key=environment.deid_key,
     )
 
 
