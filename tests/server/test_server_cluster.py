@@ -96,7 +96,7 @@ def test_a_failing_reconcile_phase_is_counted_and_the_next_pass_recovers(
     monkeypatch.setattr(store, "running_jobs", broken)
     failed = server.step()
     assert failed.errors == 1
-    assert set(failed.phase_s) == {"expire", "links", "plan", "stage"}
+    assert set(failed.phase_s) == {"expire", "links", "plan", "stage", "export"}
     monkeypatch.setattr(store, "running_jobs", real)
     recovered = server.step()
     assert recovered.errors == 1
@@ -128,6 +128,16 @@ def test_openapi_lists_every_route_of_the_contract(server: RunningServer) -> Non
         "/api/v1/transfers",
         "/api/v1/transfers/{transfer_id}",
         "/api/v1/transfers/{transfer_id}/cancel",
+        "/api/v1/exports",
+        "/api/v1/exports/{export_id}",
+        "/api/v1/exports/approvals",
+        "/api/v1/exports/approvals/{approval_id}",
+        "/api/v1/exports/approvals/{approval_id}/approve",
+        "/api/v1/exports/approvals/{approval_id}/revoke",
+        "/api/v1/register/head",
+        "/api/v1/register/entries",
+        "/api/v1/register/proof",
+        "/api/v1/register/bundle",
     }
 
 

@@ -19,7 +19,15 @@ from schemathesis import GenerationMode
 from schemathesis.config import SchemathesisConfig
 from schemathesis.specs.openapi.checks import negative_data_rejection, positive_data_acceptance
 
-from onecluster.schema import DataReport, DatasetAdd, JobSubmit, PushIn, ScanReport
+from onecluster.schema import (
+    ApprovalIn,
+    DataReport,
+    DatasetAdd,
+    ExportIn,
+    JobSubmit,
+    PushIn,
+    ScanReport,
+)
 from onecluster.store._tables import Base
 
 if TYPE_CHECKING:
@@ -27,7 +35,7 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.integration
 
-ROLES = ("admin", "member", "agent")
+ROLES = ("admin", "member", "agent", "compliance", "auditor")
 #: Schemathesis's own list of answers that refuse invalid data, and 413: a body over the limit
 #: is refused before it is parsed.  (5xx counts as a refusal here; the test refuses 5xx itself.)
 REFUSALS = ["400", "401", "403", "404", "405", "406", "409", "413", "415", "422", "428", "429"]
@@ -43,6 +51,8 @@ def _tokens(server: RunningServer) -> dict[str, str]:
         "admin": server.admin_token,
         "member": server.token(role="member", team="llm"),
         "agent": server.token(role="agent", site="tokyo"),
+        "compliance": server.token(role="compliance", holder="bob"),
+        "auditor": server.token(role="auditor"),
     }
 
 
@@ -73,11 +83,35 @@ def _a_scan_and_a_transfer(server: RunningServer) -> tuple[str, str]:
     return scan.id, server.admin().push(push).id
 
 
+def _an_approval_and_an_export(server: RunningServer) -> tuple[str, str]:
+    """Ids of an approved approval and an export under it (of ``records`` at shanghai)."""
+    scan = server.admin().add_dataset(DatasetAdd(name="records", site="shanghai", path="/d/r"))
+    done = ScanReport(id=scan.id, state="done", bytes_done=10, root="cd" * 32)
+    server.sync("shanghai", data=DataReport(port=7400, scans=[done]))
+    member = server.client(server.token(role="member", team="llm", holder="alice"))
+    approval = member.request_approval(
+        ApprovalIn(
+            dataset="records",
+            destinations=["singapore"],
+            purpose="fuzzing",
+            personal=False,
+            route="exempt",
+            route_ref="2024-Provisions Art.5(1)",
+            valid_until=4_000_000_000.0,
+            max_bytes=10**9,
+        )
+    )
+    server.client(server.token(role="compliance", holder="bob")).approve(approval.id)
+    export = member.start_export(ExportIn(dataset="records", to="singapore", approval=approval.id))
+    return approval.id, export.id
+
+
 def _fuzz(server: RunningServer, role: str, examples: int) -> int:
     """Fuzz every operation as ``role``; the number of requests made."""
     token = _tokens(server)[role]
     job = server.admin().submit(JobSubmit(team="llm", gpus=8, duration_s=60.0, command=["true"]))
     scan, transfer = _a_scan_and_a_transfer(server)
+    approval, export = _an_approval_and_an_export(server)
     document = server.client(None)._http.get("/openapi.json").json()
     for operations in document["paths"].values():  # the test gives each role's token itself
         for operation in operations.values():
@@ -91,6 +125,8 @@ def _fuzz(server: RunningServer, role: str, examples: int) -> int:
         "name": "corpus",
         "scan_id": scan,
         "transfer_id": transfer,
+        "approval_id": approval,
+        "export_id": export,
     }
     calls = 0
     for result in schema.get_all_operations():

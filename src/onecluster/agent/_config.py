@@ -63,6 +63,9 @@ class AgentConfig:
     data_dir: Path | None = None
     data_port: int = 0
     data_address: str | None = None
+    #: The key of an export's keyed pseudonyms at this site (never leaves it); ``None``: this
+    #: site cannot be an export's source.
+    deid_key: bytes | None = field(default=None, repr=False)
     slurm_conf: Path | None = None
     kubeconfig: Path | None = None
     kube_context: str | None = None

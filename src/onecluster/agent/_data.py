@@ -14,9 +14,11 @@ import hmac
 import logging
 import threading
 from pathlib import Path
+from typing import Any
 
 import zstandard
 
+from onecluster.agent._deid import deidentify_version
 from onecluster.agent._receive import Receive
 from onecluster.dataplane import DataServer, Pacer, Served, window_bytes
 from onecluster.errors import PlatformError
@@ -37,11 +39,17 @@ _log = logging.getLogger("onecluster.agent")
 
 
 class _Scan:
-    """One scan, in a thread: progress, then the version found (or the error)."""
+    """One scan, in a thread: progress, then the version found (or the error).  An export's
+    scan first writes the de-identified copy under ``exports`` and scans that."""
 
-    def __init__(self, order: ScanOrder, store: DataStore) -> None:
+    def __init__(
+        self, order: ScanOrder, store: DataStore, *, exports: Path, deid_key: bytes | None
+    ) -> None:
         self.order = order
         self._store = store
+        self._exports = exports
+        self._deid_key = deid_key
+        self._deid: dict[str, Any] | None = None
         self._stop = threading.Event()
         self._progress = ScanProgress(0, 0, 0, 0)
         self.report = ScanReport(id=order.id, state="scanning")
@@ -51,6 +59,11 @@ class _Scan:
     def _run(self) -> None:
         path = Path(self.order.path)
         try:
+            if self.order.export is not None:
+                path = self._exports / self.order.export
+                self._deid = deidentify_version(
+                    self.order, self._store, self._deid_key, path, self._stop
+                )
             manifest = scan_tree(path, progress=self._note, stop=self._stop)
             self._store.register(self.order.dataset, path, manifest)
         except PlatformError as exc:
@@ -67,7 +80,12 @@ class _Scan:
             manifest.bytes_total,
         )
         self.report = self._with(
-            state="done", root=manifest.root_hex, files=manifest.files, chunks=len(manifest.chunks)
+            state="done",
+            root=manifest.root_hex,
+            files=manifest.files,
+            chunks=len(manifest.chunks),
+            path=str(path) if self.order.export is not None else None,
+            deid=self._deid,
         )
 
     def _note(self, progress: ScanProgress) -> None:
@@ -96,9 +114,17 @@ class SiteData:
     any free one), announced at ``address`` (``None``: the site's service address)."""
 
     def __init__(
-        self, site: str, data_dir: Path, *, port: int = 0, address: str | None = None
+        self,
+        site: str,
+        data_dir: Path,
+        *,
+        port: int = 0,
+        address: str | None = None,
+        deid_key: bytes | None = None,
     ) -> None:
         self._site = site
+        self._exports = data_dir / "exports"
+        self._deid_key = deid_key
         self.store = DataStore(data_dir, site=site)
         self._address = address
         self._lock = threading.Lock()
@@ -167,7 +193,9 @@ class SiteData:
             for order in orders.scans:
                 if order.id not in self._scans:
                     _log.info("scanning %s as dataset %s", order.path, order.dataset)
-                    self._scans[order.id] = _Scan(order, self.store)
+                    self._scans[order.id] = _Scan(
+                        order, self.store, exports=self._exports, deid_key=self._deid_key
+                    )
             listed = {o.id for o in orders.scans}
             for scan_id in set(self._scans) - listed:
                 self._scans.pop(scan_id).stop()

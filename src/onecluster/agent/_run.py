@@ -79,6 +79,7 @@ def _run_locked(
             config.resolved_data_dir(),
             port=config.data_port,
             address=config.resolved_data_address(),
+            deid_key=config.deid_key,
         )
     except PlatformError:
         backend.close(grace_s=0.5)

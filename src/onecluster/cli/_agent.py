@@ -98,6 +98,12 @@ def agent(
         help="Address other sites reach the data endpoint at \\[default: the service address, "
         "else this host's address toward the server].",
     ),
+    deid_key_file: Path | None = typer.Option(
+        None,
+        "--deid-key-file",
+        help="File holding this site's key for the pseudonyms of exports (≥ 16 bytes; it "
+        r"never leaves the site) \[default: $ONECLUSTER_DEID_KEY; none: no exports from here].",
+    ),
 ) -> None:
     """Run the agent of one site: sync with the server, run its jobs through the backend.
 
@@ -136,6 +142,7 @@ def agent(
             data_dir=data_dir,
             data_port=data_port,
             data_address=data_address,
+            deid_key=_deid_key(deid_key_file, config.deid_key),
             slurm_conf=slurm_conf,
             kubeconfig=kubeconfig,
             kube_context=kube_context,
@@ -178,3 +185,12 @@ def _setup_logging() -> None:
     )
     # httpx logs every request at INFO: one line a second per agent says nothing useful.
     logging.getLogger("httpx").setLevel(logging.WARNING)
+
+
+def _deid_key(key_file: Path | None, from_environment: str | None) -> bytes | None:
+    """The site's de-identification key, if it has one (``None``: no exports from here)."""
+    if key_file is None and from_environment is None:
+        return None
+    from onecluster.cli._export import read_key
+
+    return read_key(key_file, from_environment)

@@ -17,7 +17,9 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from onecluster.cli._approvals import add_commands as add_approval_commands
 from onecluster.cli._config import config_of
+from onecluster.cli._exporting import add_commands as add_export_commands
 from onecluster.cli._render import err_console, out_console
 from onecluster.errors import ValidationError
 from onecluster.export import DeidReport, deidentify, load_profile
@@ -27,8 +29,13 @@ __all__ = ["read_key", "register"]
 
 def register(app: typer.Typer) -> None:
     """Add the ``export`` group (``deid``) to ``app``."""
-    group = typer.Typer(help="Audited exports: de-identification.", no_args_is_help=True)
+    group = typer.Typer(
+        help="Audited exports: approvals, exports, the register, de-identification.",
+        no_args_is_help=True,
+    )
     group.command("deid")(deid)
+    add_approval_commands(group)
+    add_export_commands(group)
     app.add_typer(group, name="export")
 
 

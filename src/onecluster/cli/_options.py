@@ -24,6 +24,8 @@ class Role(enum.StrEnum):
     ADMIN = "admin"
     MEMBER = "member"
     AGENT = "agent"
+    COMPLIANCE = "compliance"
+    AUDITOR = "auditor"
 
 
 def show_flags_without_values(

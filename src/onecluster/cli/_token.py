@@ -22,13 +22,22 @@ def register(app: typer.Typer) -> None:
 def create(
     ctx: typer.Context,
     role: Role = typer.Option(
-        ..., "--role", help="member (of a team), agent (of a site) or admin."
+        ...,
+        "--role",
+        help="member (of a team), agent (of a site), admin, compliance (approves exports) or "
+        "auditor (reads the export register).",
     ),
     team: str | None = typer.Option(None, "--team", help="The team of a member token."),
     site: str | None = typer.Option(None, "--site", help="The site of an agent token."),
+    holder: str | None = typer.Option(
+        None,
+        "--holder",
+        help="Who holds it (a person or service): the export register names them, and "
+        "nobody approves their own export request.",
+    ),
 ) -> None:
     """Mint a token and print it once; the server keeps only its hash."""
-    body = TokenCreate(role=role.value, team=team, site=site)  # a bad scope: exit 2
+    body = TokenCreate(role=role.value, team=team, site=site, holder=holder)  # bad scope: exit 2
     with open_client(ctx) as client:
         minted = client.create_token(body)
     scope = minted.team or minted.site or "everything"

@@ -15,15 +15,24 @@ from onecluster.errors import NotFoundError, UnavailableError
 from onecluster.schema import (
     AgentSync,
     AgentSyncReply,
+    ApprovalIn,
+    ApprovalOut,
     DatasetAdd,
     DatasetOut,
     EventOut,
+    ExportIn,
+    ExportOut,
     JobOut,
     JobSubmit,
     LinkOut,
     LogsOut,
     PairCheckOut,
     PushIn,
+    RegisterBundleOut,
+    RegisterEntriesOut,
+    RegisterHeadOut,
+    RegisterProofOut,
+    RevokeIn,
     RouteTableOut,
     ScanOut,
     SiteOut,
@@ -207,6 +216,62 @@ class Client:
         path = f"{_PREFIX}/transfers/{_segment(transfer_id, 'transfer')}/cancel"
         return self._post(path, _TRANSFER)
 
+    # -- exports --------------------------------------------------------------------------
+
+    def request_approval(self, body: ApprovalIn) -> ApprovalOut:
+        """Ask for an export approval (compliance approves it)."""
+        return self._post(f"{_PREFIX}/exports/approvals", _APPROVAL, body)
+
+    def approvals(self, *, limit: int = 100) -> list[ApprovalOut]:
+        """Approvals, newest first."""
+        return self._get(f"{_PREFIX}/exports/approvals", _APPROVALS, limit=limit)
+
+    def approval(self, approval_id: str) -> ApprovalOut:
+        """One approval."""
+        return self._get(
+            f"{_PREFIX}/exports/approvals/{_segment(approval_id, 'approval')}", _APPROVAL
+        )
+
+    def approve(self, approval_id: str) -> ApprovalOut:
+        """Approve a requested approval (a compliance token; never your own request)."""
+        path = f"{_PREFIX}/exports/approvals/{_segment(approval_id, 'approval')}/approve"
+        return self._post(path, _APPROVAL)
+
+    def revoke(self, approval_id: str, body: RevokeIn) -> ApprovalOut:
+        """Revoke an approval (a compliance token)."""
+        path = f"{_PREFIX}/exports/approvals/{_segment(approval_id, 'approval')}/revoke"
+        return self._post(path, _APPROVAL, body)
+
+    def start_export(self, body: ExportIn) -> ExportOut:
+        """Start an export under an approval (:class:`ForbiddenError`: refused)."""
+        return self._post(f"{_PREFIX}/exports", _EXPORT, body)
+
+    def exports(self, *, limit: int = 100) -> list[ExportOut]:
+        """Exports, newest first."""
+        return self._get(f"{_PREFIX}/exports", _EXPORTS, limit=limit)
+
+    def export(self, export_id: str) -> ExportOut:
+        """One export."""
+        return self._get(f"{_PREFIX}/exports/{_segment(export_id, 'export')}", _EXPORT)
+
+    def register_head(self) -> RegisterHeadOut:
+        """The export register's signed head and public key."""
+        return self._get(f"{_PREFIX}/register/head", _HEAD)
+
+    def register_entries(self, *, first: int = 0, limit: int = 1000) -> RegisterEntriesOut:
+        """Register entries from ``first``, as their canonical JSON texts."""
+        return self._get(f"{_PREFIX}/register/entries", _ENTRIES, first=first, limit=limit)
+
+    def register_proof(
+        self, *, seq: int | None = None, size1: int | None = None, size: int | None = None
+    ) -> RegisterProofOut:
+        """An inclusion proof (``seq``) or a consistency proof (``size1``)."""
+        return self._get(f"{_PREFIX}/register/proof", _PROOF, seq=seq, size1=size1, size=size)
+
+    def register_bundle(self, month: str) -> RegisterBundleOut:
+        """A month's register bundle, file name → text."""
+        return self._get(f"{_PREFIX}/register/bundle", _BUNDLE, month=month)
+
     # -- lifetime -------------------------------------------------------------------------
 
     def close(self) -> None:
@@ -240,8 +305,18 @@ def _segment(value: str, kind: str) -> str:
 _WHERE_LISTED = {
     "dataset": "list datasets with `onecluster dataset list`",
     "scan": "`onecluster dataset add` prints a scan's id",
+    "approval": "list approvals with `onecluster export approvals`",
+    "export": "list exports with `onecluster export list`",
 }
 
+_APPROVAL = TypeAdapter(ApprovalOut)
+_APPROVALS = TypeAdapter(list[ApprovalOut])
+_EXPORT = TypeAdapter(ExportOut)
+_EXPORTS = TypeAdapter(list[ExportOut])
+_HEAD = TypeAdapter(RegisterHeadOut)
+_ENTRIES = TypeAdapter(RegisterEntriesOut)
+_PROOF = TypeAdapter(RegisterProofOut)
+_BUNDLE = TypeAdapter(RegisterBundleOut)
 _STR_MAP = TypeAdapter(dict[str, str])
 _ANY_MAP = TypeAdapter(dict[str, Any])
 _SITES = TypeAdapter(list[SiteOut])

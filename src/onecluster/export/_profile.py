@@ -88,12 +88,17 @@ def load_profile(path: Path) -> Profile:
     except OSError as exc:
         msg = f"cannot read the profile {path}: {exc.strerror or exc}"
         raise ProfileError(msg) from exc
+    return profile_from_bytes(raw, source=str(path))
+
+
+def profile_from_bytes(raw: bytes, *, source: str = "the profile") -> Profile:
+    """Parse a profile's text (YAML or JSON), as a file or an approval holds it."""
     try:
         data = yaml.load(raw, Loader=_StrictLoader)  # noqa: S506 (a SafeLoader subclass)
     except yaml.YAMLError as exc:
-        msg = f"the profile {path} is not valid YAML or JSON: {exc}"
+        msg = f"{source} is not valid YAML or JSON: {exc}"
         raise ProfileError(msg) from exc
-    return parse_profile(data, source=str(path), sha256=hashlib.sha256(raw).hexdigest())
+    return parse_profile(data, source=source, sha256=hashlib.sha256(raw).hexdigest())
 
 
 class _StrictLoader(yaml.SafeLoader):

@@ -39,6 +39,17 @@ from onecluster.schema._data import (
     VersionOut,
 )
 from onecluster.schema._errors import ErrorDetail, ErrorOut
+from onecluster.schema._exports import (
+    ApprovalIn,
+    ApprovalOut,
+    ExportIn,
+    ExportOut,
+    RegisterBundleOut,
+    RegisterEntriesOut,
+    RegisterHeadOut,
+    RegisterProofOut,
+    RevokeIn,
+)
 from onecluster.schema._jobs import GB, JobOut, JobSubmit, LogsOut, PartOut, PriorityName
 from onecluster.schema._links import (
     EventOut,
@@ -60,6 +71,8 @@ __all__ = [
     "MAX_LOG_CHARS",
     "AgentSync",
     "AgentSyncReply",
+    "ApprovalIn",
+    "ApprovalOut",
     "AttemptReport",
     "DataOrders",
     "DataReport",
@@ -69,6 +82,8 @@ __all__ = [
     "ErrorDetail",
     "ErrorOut",
     "EventOut",
+    "ExportIn",
+    "ExportOut",
     "HealthOut",
     "HopOut",
     "JobOut",
@@ -88,8 +103,13 @@ __all__ = [
     "ProbeSample",
     "PushIn",
     "ReceiveOrder",
+    "RegisterBundleOut",
+    "RegisterEntriesOut",
+    "RegisterHeadOut",
+    "RegisterProofOut",
     "ReplicaOut",
     "ReplicaReport",
+    "RevokeIn",
     "Role",
     "Root",
     "RouteOut",

@@ -9,7 +9,7 @@ holds stays between the agents: the control plane sees versions, replicas and by
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, Field
 
@@ -227,6 +227,10 @@ class ScanReport(BaseModel):
     files: Count | None = None
     chunks: Count | None = None
     error: str | None = Field(default=None, max_length=2000)
+    #: An export's de-identification: the directory of the copy, and its report
+    #: (``individuals``, ``individuals_sensitive``, ``findings`` per detector, ``rows``).
+    path: str | None = Field(default=None, max_length=4096)
+    deid: dict[str, Any] | None = None
 
 
 class PathReport(BaseModel):
@@ -287,11 +291,17 @@ class DataReport(BaseModel):
 
 
 class ScanOrder(BaseModel):
-    """Scan ``path`` at this site as a version of ``dataset``."""
+    """Scan ``path`` at this site as a version of ``dataset``; for an export, first write a
+    de-identified copy of version ``source_root`` of ``source_dataset`` through ``profile``
+    (YAML; ``None``: every detector on every field) and scan that instead (``export``)."""
 
     id: str
     dataset: str
     path: str
+    export: str | None = None
+    source_dataset: str | None = None
+    source_root: str | None = None
+    profile: str | None = None
 
 
 class ReceiveOrder(BaseModel):

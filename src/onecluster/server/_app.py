@@ -14,6 +14,7 @@ from onecluster.server import (
     _routes_agents,
     _routes_cluster,
     _routes_data,
+    _routes_exports,
     _routes_jobs,
     _routes_links,
 )
@@ -77,4 +78,5 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> FastAPI:
     app.include_router(_routes_agents.router)
     app.include_router(_routes_links.router)
     app.include_router(_routes_data.router)
+    app.include_router(_routes_exports.router)
     return app

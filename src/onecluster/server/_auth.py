@@ -1,6 +1,8 @@
 """Role tokens: minted as random secrets, stored as SHA-256 hashes, checked per request.
 
-Roles: ``admin`` may do everything; ``member`` acts for one team; ``agent`` syncs one site.
+Roles: ``admin`` may do everything but approve exports; ``member`` acts for one team;
+``agent`` syncs one site; ``compliance`` approves and revokes exports; ``auditor`` reads the
+export register.
 A missing or unknown token is an :class:`AuthError` (401); a valid token whose role, team or
 site does not fit is a :class:`ForbiddenError` (403).
 """
@@ -47,6 +49,14 @@ class Principal:
     team: str | None = None
     site: str | None = None
     token_id: str = ""
+    holder: str | None = None
+
+    @property
+    def identity(self) -> str:
+        """Who this is, for the export register: the holder, with the role and token."""
+        scope = f" of team {self.team}" if self.team else ""
+        who = f"{self.holder} " if self.holder else ""
+        return f"{who}({self.role}{scope}, token {self.token_id})"
 
     @property
     def is_admin(self) -> bool:
@@ -75,6 +85,13 @@ class Principal:
         caller wanted to act on, for the message)."""
         if self.role not in ("admin", "member"):
             msg = f"{_a(self.role)} {self.role} token cannot act on {what}"
+            raise ForbiddenError(msg)
+
+    def require_role(self, roles: tuple[str, ...], what: str) -> None:
+        """Raise :class:`ForbiddenError` unless the role is one of ``roles``."""
+        if self.role not in roles:
+            needed = " or ".join(roles)
+            msg = f"{_a(self.role)} {self.role} token cannot {what}; it needs {needed}"
             raise ForbiddenError(msg)
 
     def require_agent_of(self, site: str) -> None:
@@ -146,7 +163,13 @@ class Authenticator:
 
 
 def _principal(record: TokenRecord) -> Principal:
-    return Principal(role=record.role, team=record.team, site=record.site, token_id=record.id)
+    return Principal(
+        role=record.role,
+        team=record.team,
+        site=record.site,
+        token_id=record.id,
+        holder=record.holder,
+    )
 
 
 def bootstrap_admin_token(store: Store, state_dir: Path, now: float) -> Path | None:

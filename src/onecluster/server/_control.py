@@ -24,6 +24,7 @@ from onecluster.schema import (
 from onecluster.server._auth import Authenticator, bootstrap_admin_token, hash_token, new_secret
 from onecluster.server._config import ServerConfig
 from onecluster.server._data_control import DataControl
+from onecluster.server._exports import ExportControl
 from onecluster.server._links import LinkBoard
 from onecluster.server._pending import PendingMirror
 from onecluster.server._views import (
@@ -34,6 +35,7 @@ from onecluster.server._views import (
     sync_report,
     teams_out,
 )
+from onecluster.state_dir import REGISTER_DIR
 from onecluster.store import Store
 
 __all__ = ["ControlPlane"]
@@ -69,6 +71,9 @@ class ControlPlane:
             etiquette=config.etiquette,
             stale_s=max(5.0, 3 * config.heartbeat_interval_s),
         )
+        self.exports = ExportControl(
+            config.fabric, store, clock, self.data, config.state_dir / REGISTER_DIR
+        )
         self._alerts_lock = threading.Lock()
         self._refusals_logged: set[tuple[str, str]] = set()
         self.pending = PendingMirror(
@@ -89,7 +94,8 @@ class ControlPlane:
         return cls(config, store, clock)
 
     def close(self) -> None:
-        """Release the database connections."""
+        """Close the export register and release the database connections."""
+        self.exports.close()
         self.store.close()
 
     # -- jobs -----------------------------------------------------------------------------
@@ -144,8 +150,16 @@ class ControlPlane:
             now=self.clock.now(),
             team=body.team,
             site=body.site,
+            holder=body.holder,
         )
-        return TokenOut(token=secret, id=record.id, role=body.role, team=body.team, site=body.site)
+        return TokenOut(
+            token=secret,
+            id=record.id,
+            role=body.role,
+            team=body.team,
+            site=body.site,
+            holder=body.holder,
+        )
 
     # -- agents ---------------------------------------------------------------------------
 

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from onecluster.clock import Clock
-from onecluster.errors import NotFoundError, ValidationError
+from onecluster.errors import ForbiddenError, NotFoundError, ValidationError
+from onecluster.export import is_export
 from onecluster.model import Fabric
 from onecluster.schema import (
     AgentSync,
@@ -34,7 +35,15 @@ from onecluster.server._views import require_site
 from onecluster.store import DataEndpoint, DatasetLocality, Store, TransferRecord
 from onecluster.transfer import Etiquette, Hop
 
-__all__ = ["Catalog", "DataControl"]
+__all__ = ["Catalog", "DataControl", "Refusal"]
+
+#: Records a refused export and gives the error to raise.
+Refusal = Callable[[Mapping[str, object], str], ForbiddenError]
+
+
+def _unrecorded(facts: Mapping[str, object], reason: str) -> ForbiddenError:
+    return ForbiddenError(reason)
+
 
 _log = logging.getLogger("onecluster.data")
 
@@ -71,6 +80,10 @@ class DataControl:
         self._catalog = Catalog()
         self._complaints: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
+        #: Writes a refused export to the register and gives the error to raise (set by
+        #: :class:`~onecluster.server._exports.ExportControl`; without it, a transfer that
+        #: would be an export is refused unrecorded).
+        self.refuse: Refusal = _unrecorded
 
     # -- datasets and scans ---------------------------------------------------------------
 
@@ -100,12 +113,14 @@ class DataControl:
 
     # -- transfers ------------------------------------------------------------------------
 
-    def push(self, body: PushIn) -> tuple[TransferOut, bool]:
+    def push(self, body: PushIn, requester: str = "") -> tuple[TransferOut, bool]:
         """Send a version to a site; the transfer and whether it is a new one.
 
         :class:`NotFoundError` for an unknown dataset, site or version;
         :class:`ValidationError` for a push from a site to itself; :class:`ConflictError`
-        when there is nothing to send from (see :meth:`DataStore.push`).
+        when there is nothing to send from (see :meth:`DataStore.push`);
+        :class:`ForbiddenError` (written to the register) when every source would take it
+        out of a jurisdiction that controls exports (that is an export: ``POST /exports``).
         """
         if (
             self.fabric.dataset(body.dataset) is None
@@ -118,12 +133,19 @@ class DataControl:
             if body.from_site == body.to:
                 msg = f"a push from {body.to} to {body.to} moves nothing"
                 raise ValidationError(msg, hint="leave --from out, or name another site")
+        src = self._gate(
+            body.dataset,
+            body.version,
+            body.to,
+            body.from_site,
+            {"via": "push", "requester": requester},
+        )
         result = self.store.push(
             body.dataset,
             body.to,
             now=self.clock.now(),
             rank=self._ranking(body.to),
-            src=body.from_site,
+            src=src,
             root=body.version,
         )
         return self._out([result.transfer])[0], result.created
@@ -131,11 +153,72 @@ class DataControl:
     def prefetch(self, dataset: str, root: str, site: str, job_id: str) -> TransferRecord:
         """The transfer bringing version ``root`` of ``dataset`` to ``site`` for ``job_id``:
         one already on its way there, a new one from the best source, or one already done
-        (:class:`ConflictError` when no site holds all of it)."""
+        (:class:`ConflictError` when no site holds all of it; :class:`ForbiddenError` when
+        every site that does would export it)."""
+        src = self._gate(dataset, root, site, None, {"via": "prefetch", "job": job_id})
         result = self.store.push(
-            dataset, site, now=self.clock.now(), rank=self._ranking(site), root=root, job_id=job_id
+            dataset,
+            site,
+            now=self.clock.now(),
+            rank=self._ranking(site),
+            src=src,
+            root=root,
+            job_id=job_id,
         )
         return result.transfer
+
+    def send(self, dataset: str, root: str, src: str, dst: str) -> TransferRecord:
+        """The transfer of an approved export, whose register entry is written (no gate)."""
+        result = self.store.push(
+            dataset, dst, now=self.clock.now(), rank=self._ranking(dst), src=src, root=root
+        )
+        return result.transfer
+
+    def rank(self, dst: str, candidates: Sequence[str]) -> Sequence[str]:
+        """``candidates`` from the best source for ``dst`` to the worst."""
+        return self._ranking(dst)(sorted(candidates))
+
+    def _gate(
+        self,
+        dataset: str,
+        root: str | None,
+        dst: str,
+        src: str | None,
+        facts: Mapping[str, object],
+    ) -> str | None:
+        """The source of a push or prefetch that is no export (``None``: let the store pick
+        and explain); raises the refusal when every source would be an export."""
+        record = self.store.dataset(dataset)
+        versions = record.versions if record is not None else ()
+        version = next((v for v in versions if root is None or v.root == root), None)
+        if version is None:
+            return src  # the store says what is missing
+        complete = sorted(version.complete_at)
+        if dst in complete:
+            return src
+        candidates = complete if src is None else [s for s in complete if s == src]
+        allowed = [s for s in candidates if not is_export(self.fabric, s, dst)]
+        if candidates and not allowed:
+            where = candidates[0] if len(candidates) == 1 else ", ".join(candidates)
+            home = self.fabric.site(candidates[0]).jurisdiction
+            abroad = self.fabric.site(dst).jurisdiction
+            reason = (
+                f"sending {dataset} from {where} ({home}) to {dst} ({abroad}) takes it out of "
+                f"{home}, which controls exports: only an approved export may (onecluster "
+                f"export request, then onecluster export start {dataset} --to {dst} "
+                "--approval ID)"
+            )
+            entry = {
+                **facts,
+                "dataset": dataset,
+                "version": version.root,
+                "source": candidates[0],
+                "destination": dst,
+            }
+            raise self.refuse(entry, reason)
+        if src is not None or not allowed:
+            return src
+        return self.rank(dst, allowed)[0]
 
     def _ranking(self, dst: str) -> Callable[[Sequence[str]], Sequence[str]]:
         """Sources for ``dst`` from best to worst, as the circuits and sites are now."""

@@ -11,12 +11,16 @@ level-triggered: a transfer no longer listed is stopped.
 **Sources.**  Without ``--from``, a push is sent from the site holding all of the version
 that has the most direct circuit capacity to the destination that is up; sites that are down
 go last, and ties go by name.  Relayed paths still help a source with no direct circuit left.
+
+**Jurisdictions.**  A transfer from a site that controls exports never relays through a site
+outside its jurisdiction (:func:`onecluster.export.relay_allowed`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 
+from onecluster.export import relay_allowed
 from onecluster.model import Fabric
 from onecluster.schema import DataOrders, HopOut, PathOut, ReceiveOrder, ScanOrder, ServeOrder
 from onecluster.store import DataWork, PathSample, TransferRecord
@@ -48,7 +52,7 @@ class Planner:
         """The paths ``transfer`` uses now (none when its source cannot be reached)."""
         if transfer.src == transfer.dst:
             return []
-        return plan_paths(
+        plans = plan_paths(
             self.fabric,
             transfer.src,
             transfer.dst,
@@ -57,6 +61,9 @@ class Planner:
             data=self._data,
             etiquette=self._etiquette,
         )
+        return [
+            p for p in plans if p.relay is None or relay_allowed(self.fabric, transfer.src, p.relay)
+        ]
 
 
 def data_orders(site: str, work: DataWork, planner: Planner) -> DataOrders:
@@ -83,7 +90,18 @@ def data_orders(site: str, work: DataWork, planner: Planner) -> DataOrders:
         if relayed:
             serve.append(_serve(transfer, relayed, relay=True))
     return DataOrders(
-        scans=[ScanOrder(id=s.id, dataset=s.dataset, path=s.path) for s in work.scans],
+        scans=[
+            ScanOrder(
+                id=s.id,
+                dataset=s.dataset,
+                path=s.path,
+                export=s.export_id,
+                source_dataset=s.source_dataset,
+                source_root=s.source_root,
+                profile=s.profile,
+            )
+            for s in work.scans
+        ],
         receive=receive,
         serve=serve,
     )

@@ -179,6 +179,8 @@ def data_sync(body: AgentSync) -> DataSync | None:
                 files=s.files,
                 chunks=s.chunks,
                 error=_text(s.error),
+                path=s.path,
+                deid=s.deid,
             )
             for s in data.scans
         ),

@@ -4,7 +4,9 @@ Every pass (1) marks sites whose agent went silent as down, losing their attempt
 requeuing their jobs; re-judges circuits whose probe results went stale; (2) builds the
 scheduler's view from the database and, with the pending queue kept by
 :class:`PendingMirror`, asks :meth:`Scheduler.plan`; (3) applies the plan in one transaction;
-(4) stages the datasets of attempts that wait for them (:mod:`onecluster.server._staging`).
+(4) stages the datasets of attempts that wait for them (:mod:`onecluster.server._staging`);
+(5) moves exports on: de-identified → written to the register → sent → ended
+(:mod:`onecluster.server._exports`).
 A phase that fails is logged and counted; the loop goes on with the next phase and the next
 pass.
 """
@@ -87,6 +89,7 @@ class Reconciler:
                     "apply", lambda: self._apply(plan), (0, 0), timings, failures
                 )
             _phase("stage", lambda: stage_attempts(self._control.data), 0, timings, failures)
+            _phase("export", self._control.exports.reconcile, 0, timings, failures)
             s = self._stats
             self._stats = replace(
                 s,

@@ -80,6 +80,11 @@ def show_scan(scan_id: ScanId, control: Control, _caller: Caller) -> ScanOut:
             "transfer), or the site holds all of it already (a transfer done at once).",
         },
         404: _error("There is no such dataset, site or version."),
+        403: _error(
+            "Every site it could be sent from would take it out of a jurisdiction that "
+            "controls exports: that needs an approved export (`POST /exports`).  The refusal "
+            "is written to the export register."
+        ),
         409: _error(
             "Nothing to send from: the dataset has no scanned version yet, the site named "
             "in `from` holds no complete replica of it, or no site does."
@@ -91,7 +96,7 @@ def push(body: PushIn, control: Control, caller: Caller, response: Response) -> 
     else from the site holding all of it with the most direct circuit capacity to ``to``.
     201 with a new transfer; 200 when nothing new was needed (see that answer)."""
     caller.require_member(_DATA)
-    transfer, created = control.data.push(body)
+    transfer, created = control.data.push(body, caller.identity)
     if not created:
         response.status_code = 200
     return transfer

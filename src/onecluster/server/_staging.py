@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 
-from onecluster.errors import ConflictError, NotFoundError
+from onecluster.errors import ConflictError, ForbiddenError, NotFoundError
 from onecluster.server._data_control import DataControl
 from onecluster.store import STAGE_CHECK, StagingAttempt, TransferRecord
 
@@ -39,6 +39,8 @@ def stage_attempts(data: DataControl) -> int:
     for attempt in waiting:
         try:
             ready += _stage(data, attempt, latest.get(attempt.dataset))
+        except ForbiddenError as exc:
+            _fail(data, attempt, f"its dataset {attempt.dataset} cannot come: {exc.message}")
         except (ConflictError, NotFoundError) as exc:
             _fail(data, attempt, f"no site holds all of {attempt.dataset}: {exc.message}")
     return ready

@@ -20,6 +20,14 @@ from onecluster.store._data_records import (
     VersionRecord,
 )
 from onecluster.store._engine import make_engine, migrate
+from onecluster.store._export_records import (
+    ACTIVE_EXPORT_STATES,
+    ApprovalRecord,
+    ExportRecord,
+    NewApproval,
+    NewExport,
+)
+from onecluster.store._exports import Exports
 from onecluster.store._lifecycle import AttemptFacts, Settlement, settle
 from onecluster.store._records import (
     AgentReport,
@@ -39,11 +47,13 @@ from onecluster.store._sync import DEFAULT_LEASE_S
 from onecluster.store._transitions import STAGE_CHECK
 
 __all__ = [
+    "ACTIVE_EXPORT_STATES",
     "ACTIVE_SCAN_STATES",
     "ACTIVE_TRANSFER_STATES",
     "DEFAULT_LEASE_S",
     "STAGE_CHECK",
     "AgentReport",
+    "ApprovalRecord",
     "Assignment",
     "AttemptFacts",
     "DataEndpoint",
@@ -53,7 +63,11 @@ __all__ = [
     "DatasetLocality",
     "DatasetRecord",
     "EventRecord",
+    "ExportRecord",
+    "Exports",
     "LogChunk",
+    "NewApproval",
+    "NewExport",
     "PathSample",
     "PlacedPart",
     "PreemptOrder",

@@ -165,6 +165,10 @@ def scan_record(row: ScanRow) -> ScanRecord:
         error=row.error,
         created_at=row.created_at,
         finished_at=row.finished_at,
+        export_id=row.export_id,
+        source_dataset=row.source_dataset,
+        source_root=row.source_root,
+        profile=row.profile,
     )
 
 

@@ -33,6 +33,7 @@ from onecluster.store._data_records import (
     VersionRecord,
 )
 from onecluster.store._data_sync import data_endpoints, data_work, record_data
+from onecluster.store._exports import Exports
 from onecluster.store._push import SourceRanking, new_id, pick_source, pick_version, transfer_row
 from onecluster.store._staging import Staging
 from onecluster.store._tables import DatasetRow, ReplicaRow, ScanRow, TransferRow, VersionRow
@@ -41,7 +42,7 @@ from onecluster.store._transitions import event
 __all__ = ["DataStore"]
 
 
-class DataStore(Staging):
+class DataStore(Staging, Exports):
     """Datasets as content: what was scanned where, which site holds which version, and the
     transfers between sites.  Unknown scans and transfers raise :class:`NotFoundError`; a
     request that contradicts the current state (nothing to send from, a transfer that ended)

@@ -8,7 +8,7 @@ plane should do (:class:`DataWork`).  In: the data part of an agent's sync
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 __all__ = [
     "ACTIVE_SCAN_STATES",
@@ -117,6 +117,12 @@ class ScanRecord:
     error: str | None
     created_at: float
     finished_at: float | None
+    #: An export's de-identification: version ``source_root`` of ``source_dataset`` through
+    #: ``profile`` (``None``: every detector on every field) into a version of ``dataset``.
+    export_id: str | None = None
+    source_dataset: str | None = None
+    source_root: str | None = None
+    profile: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -188,6 +194,9 @@ class ScanProgress:
     files: int | None = None
     chunks: int | None = None
     error: str | None = None
+    #: An export's de-identification: where the copy is, and what was found and changed.
+    path: str | None = None
+    deid: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

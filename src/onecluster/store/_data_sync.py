@@ -205,6 +205,9 @@ def _finish_scan(
         session.add(version)
         session.flush()
     scan.state, scan.root, scan.finished_at = "done", root, now
+    if scan.export_id is not None:
+        scan.path = report.path or scan.path
+        scan.deid = report.deid
     scan.bytes_total = scan.bytes_total if scan.bytes_total is not None else version.bytes
     set_replica(
         session,

@@ -51,6 +51,7 @@ class TokenRecord:
     site: str | None
     created_at: float
     revoked: bool
+    holder: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

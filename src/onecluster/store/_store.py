@@ -342,8 +342,9 @@ class Store(DataStore):
         now: float,
         team: str | None = None,
         site: str | None = None,
+        holder: str | None = None,
     ) -> TokenRecord:
-        """Store a token by the SHA-256 of its secret."""
+        """Store a token by the SHA-256 of its secret (``holder``: who holds it)."""
 
         def work(s: Session) -> TokenRecord:
             row = TokenRow(
@@ -354,6 +355,7 @@ class Store(DataStore):
                 sha256=sha256,
                 created_at=now,
                 revoked=False,
+                holder=holder,
             )
             s.add(row)
             return _token_record(row)
@@ -466,4 +468,5 @@ def _token_record(row: TokenRow) -> TokenRecord:
         site=row.site,
         created_at=row.created_at,
         revoked=row.revoked,
+        holder=row.holder,
     )

@@ -15,10 +15,12 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 __all__ = [
     "AgentRow",
+    "ApprovalRow",
     "AttemptRow",
     "Base",
     "DatasetRow",
     "EventRow",
+    "ExportRow",
     "JobRow",
     "LogRow",
     "ReplicaRow",
@@ -124,6 +126,8 @@ class TokenRow(Base):
     sha256: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[float]
     revoked: Mapped[bool] = mapped_column(default=False)
+    #: The person or service holding it (the register names them; two-person rule).
+    holder: Mapped[str | None] = mapped_column(String(128), default=None)
 
 
 class AgentRow(Base):
@@ -242,6 +246,77 @@ class ScanRow(Base):
     new_version: Mapped[bool | None] = mapped_column(default=None)
     error: Mapped[str | None] = mapped_column(Text, default=None)
     created_at: Mapped[float]
+    finished_at: Mapped[float | None] = mapped_column(default=None)
+    #: For an export's de-identification at its source: the export, the version of
+    #: ``source_dataset`` to de-identify, the profile (YAML; ``None``: every detector on every
+    #: field), and what the agent reported of the run.
+    export_id: Mapped[str | None] = mapped_column(String(64), default=None)
+    source_dataset: Mapped[str | None] = mapped_column(String(64), default=None)
+    source_root: Mapped[str | None] = mapped_column(String(64), default=None)
+    profile: Mapped[str | None] = mapped_column(Text, default=None)
+    deid: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
+
+
+class ApprovalRow(Base):
+    """An approval of exports: requested by a member, approved or revoked by compliance."""
+
+    __tablename__ = "export_approvals"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    #: A dataset's name, or a family: a prefix ending in ``*``.
+    dataset: Mapped[str] = mapped_column(String(64))
+    destinations: Mapped[list[str]] = mapped_column(JSON)
+    purpose: Mapped[str] = mapped_column(Text)
+    categories: Mapped[list[str]] = mapped_column(JSON)
+    personal: Mapped[bool]
+    sensitive: Mapped[bool]
+    route: Mapped[str] = mapped_column(String(32))
+    route_ref: Mapped[str] = mapped_column(Text)
+    profile: Mapped[str | None] = mapped_column(Text, default=None)
+    requester: Mapped[str] = mapped_column(String(160))
+    requester_token: Mapped[str] = mapped_column(String(32))
+    approver: Mapped[str | None] = mapped_column(String(160), default=None)
+    state: Mapped[str] = mapped_column(String(16))
+    valid_from: Mapped[float]
+    valid_until: Mapped[float]
+    max_bytes: Mapped[int] = mapped_column(BigInteger)
+    max_exports: Mapped[int | None] = mapped_column(default=None)
+    bytes_used: Mapped[int] = mapped_column(BigInteger, default=0)
+    exports_used: Mapped[int] = mapped_column(default=0)
+    reason: Mapped[str | None] = mapped_column(Text, default=None)
+    created_at: Mapped[float]
+    decided_at: Mapped[float | None] = mapped_column(default=None)
+
+
+class ExportRow(Base):
+    """One export under an approval: preparing (de-identified at its source) → sending (its
+    register entry written, its transfer running) → done or failed; or refused."""
+
+    __tablename__ = "exports"
+    __table_args__ = (Index("ix_exports_state", "state"),)
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    approval_id: Mapped[str] = mapped_column(ForeignKey("export_approvals.id"))
+    dataset: Mapped[str] = mapped_column(String(64))
+    root: Mapped[str] = mapped_column(String(64))
+    src: Mapped[str] = mapped_column(String(64))
+    dst: Mapped[str] = mapped_column(String(64))
+    requester: Mapped[str] = mapped_column(String(160))
+    state: Mapped[str] = mapped_column(String(16))
+    #: The dataset the de-identified version is registered under, and that version.
+    export_dataset: Mapped[str] = mapped_column(String(64))
+    scan_id: Mapped[str | None] = mapped_column(String(64), default=None)
+    content_hash: Mapped[str | None] = mapped_column(String(64), default=None)
+    bytes: Mapped[int] = mapped_column(BigInteger, default=0)
+    files: Mapped[int] = mapped_column(BigInteger, default=0)
+    individuals: Mapped[int] = mapped_column(BigInteger, default=0)
+    individuals_sensitive: Mapped[int] = mapped_column(BigInteger, default=0)
+    findings: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    transfer_id: Mapped[str | None] = mapped_column(String(64), default=None)
+    intent_seq: Mapped[int | None] = mapped_column(BigInteger, default=None)
+    end_seq: Mapped[int | None] = mapped_column(BigInteger, default=None)
+    error: Mapped[str | None] = mapped_column(Text, default=None)
+    created_at: Mapped[float] = mapped_column(index=True)
     finished_at: Mapped[float | None] = mapped_column(default=None)
 
 
