@@ -92,14 +92,24 @@ def _checkpoint_lines(stored: Lines, public_key: bytes) -> tuple[list[bytes], bo
     lines = list(stored.lines)
     if not stored.torn:
         return lines, False
-    checkpoint = parse_checkpoint(stored.torn)
-    if checkpoint is not None:
-        try:
-            checkpoint.head.verify(public_key)
-        except IntegrityError:
-            return lines, True
+    if _signed(stored.torn, public_key):
         lines.append(stored.torn)
+    elif _signed(stored.torn[:-1], public_key):
+        # A crash leaves a prefix of "line\n"; a whole line followed by another byte than
+        # the newline was edited.
+        lines.append(stored.torn)  # refused by the check, naming this line
     return lines, True
+
+
+def _signed(line: bytes, public_key: bytes) -> bool:
+    checkpoint = parse_checkpoint(line)
+    if checkpoint is None:
+        return False
+    try:
+        checkpoint.head.verify(public_key)
+    except IntegrityError:
+        return False
+    return True
 
 
 def _rewrite_tail(path: Path, keep: int, tail: bytes) -> None:
