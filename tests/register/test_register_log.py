@@ -112,7 +112,14 @@ def test_the_directory_holds_the_documented_files(tmp_path: Path, clock: ManualC
         reg.append(intent(1))
         pub = reg.public_key()
     names = {p.name for p in (tmp_path / "r").iterdir()}
-    assert names == {"entries.jsonl", "checkpoints.jsonl", "public.key", "signing.key"}
+    assert names == {
+        "entries.jsonl",
+        "checkpoints.jsonl",
+        "pending.json",
+        "public.key",
+        "signing.key",
+    }
+    assert (tmp_path / "r" / "pending.json").read_bytes() == b""  # no batch in flight
     assert stat.S_IMODE((tmp_path / "r" / "signing.key").stat().st_mode) == 0o600
     assert read_public_key(tmp_path / "r" / "public.key") == pub
     lines = (tmp_path / "r" / "checkpoints.jsonl").read_text().splitlines()

@@ -15,8 +15,9 @@ import pytest
 from onecluster.clock import ManualClock
 from onecluster.errors import IntegrityError
 from onecluster.register import Register, verify
+from onecluster.register._files import pending_record
 
-from .conftest import intent
+from .conftest import append_together, intent
 
 ENTRIES, CHECKPOINTS = "entries.jsonl", "checkpoints.jsonl"
 
@@ -33,7 +34,6 @@ def _five(directory: Path, clock: ManualClock) -> bytes:
     [
         b'{"at":"2026-11-20T12:00:00.000000Z","export":"exp-5","se',  # no newline
         b"\x00\x00\x00\x00",  # a block of zeros (power loss)
-        b'{"at":"2026-11-20T12:00:00.000000Z","seq":5}\n{"at":',  # a batch cut short
         b"not json\n",  # a last line that does not parse
     ],
 )
@@ -54,17 +54,52 @@ def test_a_torn_tail_is_cut_off_and_kept_aside(
     assert verify(directory).entries_checked == 6
 
 
+def _crash_before_the_last_checkpoint(directory: Path) -> list[bytes]:
+    """The files as a crash leaves them after the last batch's entries were written and
+    before its checkpoint was: pending.json names the batch.  Returns the batch's lines."""
+    checkpoints = (directory / CHECKPOINTS).read_bytes().splitlines(keepends=True)
+    last = json.loads(checkpoints[-1])
+    first = last["size"] - len(last["leaves"])
+    (directory / CHECKPOINTS).write_bytes(b"".join(checkpoints[:-1]))
+    leaves = [bytes.fromhex(h) for h in last["leaves"]]
+    (directory / "pending.json").write_bytes(pending_record(first, leaves))
+    return (directory / ENTRIES).read_bytes().splitlines(keepends=True)[first:]
+
+
 def test_a_batch_whose_checkpoint_was_never_written_is_dropped(
     tmp_path: Path, clock: ManualClock
 ) -> None:
     directory = tmp_path / "r"
+    with Register.open(directory, clock=clock, group_wait_s=0.05) as reg:
+        reg.append(intent(0))
+        append_together(reg, [intent(n) for n in range(1, 6)])
+    batch = _crash_before_the_last_checkpoint(directory)
+    with Register.open(directory, clock=clock) as reg:
+        assert reg.size == 6 - len(batch)
+    assert (directory / "dropped.jsonl").read_bytes() == b"".join(batch)
+    assert (directory / "pending.json").read_bytes() == b""
+    assert verify(directory).entries_checked == 6 - len(batch)
+
+
+def test_a_batch_cut_short_inside_a_line_is_dropped(tmp_path: Path, clock: ManualClock) -> None:
+    directory = tmp_path / "r"
     _five(directory, clock)
-    checkpoints = (directory / CHECKPOINTS).read_bytes().splitlines(keepends=True)
-    # the crash came after the last batch's entries were written, before its checkpoint
-    (directory / CHECKPOINTS).write_bytes(b"".join(checkpoints[:-1]))
+    batch = _crash_before_the_last_checkpoint(directory)
+    data = (directory / ENTRIES).read_bytes()
+    (directory / ENTRIES).write_bytes(data[: len(data) - len(batch[-1]) // 2])
     with Register.open(directory, clock=clock) as reg:
         assert reg.size == 4
-    assert verify(directory).entries_checked == 4
+
+
+def test_uncovered_entries_the_pending_batch_does_not_name_are_refused(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    directory = tmp_path / "r"
+    _five(directory, clock)
+    _crash_before_the_last_checkpoint(directory)
+    (directory / "pending.json").write_bytes(pending_record(4, [bytes(32)]))
+    with pytest.raises(IntegrityError, match=r"^entry 4 \(line 5 .* nor is it in the batch"):
+        Register.open(directory, clock=clock)
 
 
 def test_a_torn_checkpoint_is_dropped_and_a_whole_one_missing_its_newline_kept(
@@ -77,6 +112,7 @@ def test_a_torn_checkpoint_is_dropped_and_a_whole_one_missing_its_newline_kept(
     with Register.open(directory, clock=clock) as reg:
         assert reg.size == 5
     assert (directory / CHECKPOINTS).read_bytes() == data
+    _crash_before_the_last_checkpoint(directory)
     (directory / CHECKPOINTS).write_bytes(data[:-40])  # cut inside the signature
     with Register.open(directory, clock=clock) as reg:
         assert reg.size == 4

@@ -91,9 +91,11 @@ def check_log(entries: list[bytes], checkpoint_lines: list[bytes], public_key: b
             else f"{_checkpoint_name(index)}: the signed tree head of size {head.size}"
         )
         if checkpoint.first != done:
+            where = f"{entry_name(done)}: " if done < len(entries) else ""
             msg = (
-                f"{covers} starts its batch at entry {checkpoint.first}, not at {done} where "
-                "the heads before it end: a checkpoint was deleted, inserted or moved"
+                f"{where}{_checkpoint_name(index)}, the signed tree head of size {head.size}, "
+                f"starts its batch at entry {checkpoint.first}, not at entry {done} where the "
+                "heads before it end: a checkpoint was deleted, inserted or moved"
             )
             raise _fail(msg)
         try:

@@ -25,6 +25,7 @@ from onecluster.register._head import SignedHead
 __all__ = [
     "CHECKPOINTS",
     "ENTRIES",
+    "PENDING",
     "PUBLIC_KEY",
     "SIGNING_KEY",
     "Checkpoint",
@@ -32,12 +33,19 @@ __all__ = [
     "checkpoint_line",
     "fsync_directory",
     "parse_checkpoint",
+    "parse_pending",
+    "pending_record",
     "read_lines",
     "split_lines",
     "write_all",
 ]
 
 ENTRIES = "entries.jsonl"
+#: The batch being written: its first seq and leaf hashes, set (and fsync'd) before its
+#: entries are written, emptied once its checkpoint is durable.  After a crash it tells the
+#: entries of that batch — which may be dropped, their append never returned — from
+#: entries added by hand, or covered by a checkpoint someone deleted, which are refused.
+PENDING = "pending.json"
 CHECKPOINTS = "checkpoints.jsonl"
 PUBLIC_KEY = "public.key"
 SIGNING_KEY = "signing.key"
@@ -154,3 +162,19 @@ def write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
+
+
+def pending_record(first: int, leaves: list[bytes]) -> bytes:
+    """The contents of ``pending.json`` for a batch starting at ``first``."""
+    record = {"first": first, "leaves": [leaf.hex() for leaf in leaves]}
+    return json.dumps(record, sort_keys=True, separators=(",", ":")).encode() + b"\n"
+
+
+def parse_pending(data: bytes) -> tuple[int, list[bytes]] | None:
+    """(first seq, leaf hashes) of the batch ``pending.json`` names, or ``None``."""
+    try:
+        record = json.loads(data.decode("utf-8"))
+        first, leaves = record["first"], [bytes.fromhex(h) for h in record["leaves"]]
+    except (UnicodeDecodeError, ValueError, TypeError, KeyError):
+        return None
+    return (first, leaves) if isinstance(first, int) else None

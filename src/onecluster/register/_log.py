@@ -21,7 +21,6 @@ drops the batch that was not covered).
 
 from __future__ import annotations
 
-import fcntl
 import os
 import threading
 import time
@@ -33,7 +32,6 @@ from typing import Any
 
 from onecluster.clock import Clock, SystemClock
 from onecluster.errors import (
-    ConflictError,
     IntegrityError,
     NotFoundError,
     PlatformError,
@@ -42,9 +40,16 @@ from onecluster.errors import (
 )
 from onecluster.export import merkle
 from onecluster.register._canonical import canonical, check_entry, parse_entry
-from onecluster.register._files import CHECKPOINTS, ENTRIES, checkpoint_line, write_all
+from onecluster.register._files import (
+    CHECKPOINTS,
+    ENTRIES,
+    PENDING,
+    checkpoint_line,
+    pending_record,
+    write_all,
+)
 from onecluster.register._head import Receipt, SignedHead, parse_utc, utc_iso
-from onecluster.register._recover import MAX_BATCH, recover
+from onecluster.register._recover import MAX_BATCH, lock_directory, recover
 
 __all__ = ["DEFAULT_ORIGIN", "Register"]
 
@@ -84,7 +89,12 @@ class Register:
         self._origin = origin
         self._clock = clock
         self._group_wait_s = group_wait_s
-        recovered = recover(directory, origin)
+        self._lock_fd = lock_directory(directory)  # before anything is read or repaired
+        try:
+            recovered = recover(directory, origin)
+        except BaseException:
+            os.close(self._lock_fd)
+            raise
         self._key = recovered.key
         self._public_key = recovered.public_key
         self._tree = recovered.checked.tree
@@ -108,15 +118,11 @@ class Register:
             self._entries_fd = os.open(directory / ENTRIES, flags)
             self._checkpoints_fd = os.open(directory / CHECKPOINTS, flags)
             self._read_fd = os.open(directory / ENTRIES, os.O_RDONLY)
+            self._pending_fd = os.open(directory / PENDING, os.O_WRONLY)
         except OSError as exc:
+            self._close_files()
             msg = f"cannot open the register's files in {directory}: {exc.strerror or exc}"
             raise StorageError(msg) from exc
-        try:
-            fcntl.flock(self._entries_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError as exc:
-            self._close_files()
-            msg = f"the register in {directory} is open in another process (or object)"
-            raise ConflictError(msg, hint="one server owns a register; close the other") from exc
         if not self._heads:  # a new register: sign the head of the empty tree
             try:
                 self._commit(_Batch(0))
@@ -228,10 +234,13 @@ class Register:
 
     def _commit(self, batch: _Batch) -> None:
         """Write, fsync, sign and record one batch (the only writer at a time)."""
+        leaves = [merkle.leaf_hash(line) for line in batch.lines]
         if batch.lines:
+            os.ftruncate(self._pending_fd, 0)
+            os.pwrite(self._pending_fd, pending_record(batch.first, leaves), 0)
+            _sync(self._pending_fd)
             write_all(self._entries_fd, b"".join(line + b"\n" for line in batch.lines))
             _sync(self._entries_fd)
-        leaves = [merkle.leaf_hash(line) for line in batch.lines]
         with self._tree_lock:
             for leaf in leaves:
                 self._tree.append_hash(leaf)
@@ -246,6 +255,9 @@ class Register:
         head = SignedHead(self._origin, size, root, signature, timestamp)
         write_all(self._checkpoints_fd, checkpoint_line(head, leaves))
         _sync(self._checkpoints_fd)
+        if batch.lines:
+            os.ftruncate(self._pending_fd, 0)  # no batch in flight (no fsync needed: a
+            # stale record names entries a checkpoint covers, which opening ignores)
         with self._lock:
             for line in batch.lines:
                 self._offsets.append(self._offsets[-1] + len(line) + 1)
@@ -356,7 +368,10 @@ class Register:
         self._close_files()
 
     def _close_files(self) -> None:
-        for fd in (self._entries_fd, self._checkpoints_fd, self._read_fd):
+        for name in ("_entries_fd", "_checkpoints_fd", "_read_fd", "_pending_fd", "_lock_fd"):
+            fd = getattr(self, name, None)
+            if fd is None:
+                continue
             try:
                 os.close(fd)
             except OSError:

@@ -1,31 +1,38 @@
 """Opening a register directory: create what is missing, check what is stored, and drop
 what a crash left half written — and nothing else.
 
-A crash can leave, after the last signed checkpoint, entries of a batch whose checkpoint was
-never written (their append never returned) and a partial last line in either file.  Those
-are moved to ``dropped.jsonl`` (kept for the record, never signed) and cut off.  Everything a
-signed checkpoint covers must check out (``_check.check_log``); otherwise the register is
-refused with :class:`IntegrityError`, so that a server on top of it refuses every export.
+A crash can leave, after the last signed checkpoint, entries of the batch whose checkpoint
+was never written (their append never returned: ``pending.json`` lists their leaf hashes),
+a partial last line in either file, or a last entry line that does not parse.  Those are
+moved to ``dropped.jsonl`` (kept for the record, never signed) and cut off.  Everything a
+signed checkpoint covers must check out (``_check.check_log``), and any other entry past the
+last checkpoint — added by hand, or left uncovered by a deleted checkpoint — is refused
+with :class:`IntegrityError`, so that a server on top of it refuses every export.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from onecluster.errors import IntegrityError, StorageError, ValidationError
+from onecluster.errors import ConflictError, IntegrityError, StorageError, ValidationError
+from onecluster.export import merkle
+from onecluster.register._canonical import parse_entry
 from onecluster.register._check import Checked, check_log, entry_name
 from onecluster.register._files import (
     CHECKPOINTS,
     ENTRIES,
+    PENDING,
     PUBLIC_KEY,
     SIGNING_KEY,
     Lines,
     fsync_directory,
     parse_checkpoint,
+    parse_pending,
     read_lines,
 )
 from onecluster.register._keys import (
@@ -35,13 +42,12 @@ from onecluster.register._keys import (
     public_bytes,
 )
 
-__all__ = ["DROPPED", "MAX_BATCH", "Recovered", "recover"]
+__all__ = ["DROPPED", "MAX_BATCH", "Recovered", "lock_directory", "recover"]
 
 #: Where entries cut off at open (never covered by a signed checkpoint) are kept.
 DROPPED = "dropped.jsonl"
 
-#: The most entries one batch (one checkpoint) holds; more uncovered entries than this after
-#: the last checkpoint cannot be a crash's leftover, and the register is refused.
+#: The most entries one batch (one checkpoint) holds.
 MAX_BATCH = 4096
 
 
@@ -53,6 +59,21 @@ class Recovered:
     public_key: bytes
     checked: Checked
     entries: list[bytes]
+
+
+def lock_directory(directory: Path) -> int:
+    """Create ``directory`` if missing and take its exclusive lock (``flock`` on the
+    directory itself, released when the returned descriptor is closed or the process
+    dies); :class:`ConflictError` when another :class:`Register` holds it."""
+    _ensure_directory(directory)
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError as exc:
+        os.close(fd)
+        msg = f"the register in {directory} is open in another process (or object)"
+        raise ConflictError(msg, hint="one server owns a register; close the other") from exc
+    return fd
 
 
 def _ensure_directory(directory: Path) -> None:
@@ -136,9 +157,27 @@ def _drop(directory: Path, data: bytes) -> None:
     fsync_directory(directory)
 
 
+def _check_uncovered(uncovered: list[bytes], covered: int, pending: bytes) -> None:
+    """Entries past the last checkpoint must be the batch ``pending.json`` names (a prefix
+    of it); the last of them may also be a line that does not parse (torn by a crash)."""
+    batch = parse_pending(pending)
+    first, leaves = batch if batch is not None else (-1, [])
+    for offset, line in enumerate(uncovered):
+        if first == covered and offset < len(leaves) and merkle.leaf_hash(line) == leaves[offset]:
+            continue
+        if offset == len(uncovered) - 1 and parse_entry(line) is None:
+            continue
+        msg = (
+            f"{entry_name(covered + offset)} is not covered by any signed tree head, nor is it "
+            f"in the batch the register was writing when it stopped ({PENDING}): it was added "
+            "by hand, or the checkpoint that covered it was deleted"
+        )
+        raise IntegrityError(msg, hint=f"restore {CHECKPOINTS} and {ENTRIES} from a copy")
+
+
 def recover(directory: Path, origin: str) -> Recovered:
-    """Open (or create) the register in ``directory``; see the module's docstring."""
-    _ensure_directory(directory)
+    """Open (or create) the register in ``directory``, which the caller has locked; see the
+    module's docstring."""
     entries_path, checkpoints_path = directory / ENTRIES, directory / CHECKPOINTS
     stored_checkpoints = read_lines(checkpoints_path)
     stored_entries = read_lines(entries_path)
@@ -155,12 +194,11 @@ def recover(directory: Path, origin: str) -> Recovered:
     if uncovered and not checked.checkpoints:
         msg = f"{entry_name(0)} is not covered by any signed tree head: {CHECKPOINTS} is empty"
         raise IntegrityError(msg, hint=f"restore {CHECKPOINTS} from a copy")
-    if len(uncovered) > MAX_BATCH:
-        msg = (
-            f"{entry_name(covered)} and the {len(uncovered) - 1} after it are not covered by any "
-            f"signed tree head: more than one batch ({MAX_BATCH}), so not a crash's leftover"
-        )
-        raise IntegrityError(msg, hint=f"restore {CHECKPOINTS} and {ENTRIES} from a copy")
+    _check_uncovered(
+        uncovered,
+        covered,
+        (directory / PENDING).read_bytes() if (directory / PENDING).exists() else b"",
+    )
     try:
         if uncovered or stored_entries.torn:
             keep = stored_entries.offset(covered)
@@ -173,6 +211,7 @@ def recover(directory: Path, origin: str) -> Recovered:
         for path in (entries_path, checkpoints_path):
             if not path.exists():
                 path.touch(mode=0o644)
+        (directory / PENDING).write_bytes(b"")
         fsync_directory(directory)
     except OSError as exc:
         msg = f"cannot repair the register in {directory}: {exc.strerror or exc}"
