@@ -44,6 +44,7 @@ LAYER = {
     "telemetry": 4,
     "storage": 4,
     "dataplane": 4,
+    "register": 4,
     "client": 5,
     "server": 6,
     "agent": 6,

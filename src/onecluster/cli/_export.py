@@ -1,5 +1,6 @@
-"""``onecluster export``: audited exports.  Today ``deid``, which runs a de-identification
-profile on one file locally, so that compliance can check a profile before any export.
+"""``onecluster export``: audited exports.  ``deid`` runs a de-identification profile on one
+file locally, so that compliance can check a profile before any export; ``verify`` checks an
+export register directory or a monthly bundle offline, from the public key alone.
 
 The key comes from ``--key-file`` or else ``$ONECLUSTER_DEID_KEY`` (read once, in ``main``);
 never from the command line, where ``ps`` and the shell's history would keep it.  Without
@@ -23,6 +24,8 @@ from onecluster.cli._exporting import add_commands as add_export_commands
 from onecluster.cli._render import err_console, out_console
 from onecluster.errors import ValidationError
 from onecluster.export import DeidReport, deidentify, load_profile
+from onecluster.register import read_public_key
+from onecluster.register import verify as verify_register
 
 __all__ = ["read_key", "register"]
 
@@ -34,6 +37,7 @@ def register(app: typer.Typer) -> None:
         no_args_is_help=True,
     )
     group.command("deid")(deid)
+    group.command("verify")(verify)
     add_approval_commands(group)
     add_export_commands(group)
     app.add_typer(group, name="export")
@@ -75,6 +79,41 @@ def deid(
         typer.echo(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
         return
     _render(report)
+
+
+def verify(
+    directory: Path = typer.Argument(
+        ..., help="An export register directory, or a monthly bundle written from one."
+    ),
+    *,
+    public_key: Path | None = typer.Option(
+        None,
+        "--public-key",
+        help="The register's public key as you pinned it (PEM, raw, hex or base64) "
+        "\\[default: the directory's own public.key; compare its fingerprint].",
+        show_default=False,
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as one JSON object."),
+) -> None:
+    """Check an export register or a monthly bundle offline: every signature, every entry
+    against the signed tree heads, the consistency between heads.
+
+    Exit 0 and "verified: …" when it all holds; exit 10 naming the first entry that does
+    not (an edited, missing, inserted or reordered entry, a checkpoint signed by another
+    key, a bundle cut short).
+    """
+    pinned = read_public_key(public_key) if public_key is not None else None
+    report = verify_register(directory, public_key=pinned)
+    if as_json:
+        typer.echo(json.dumps(report.to_dict(), indent=2))
+        return
+    out_console().print(escape(report.summary()), soft_wrap=True)
+    if pinned is None:
+        out_console().print(
+            f"key fingerprint: {report.key_fingerprint} (the directory's public.key: compare it "
+            "with the one the register's operator published, or pass --public-key)",
+            soft_wrap=True,
+        )
 
 
 def read_key(key_file: Path | None, from_environment: str | None) -> bytes:
