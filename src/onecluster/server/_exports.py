@@ -307,15 +307,15 @@ class ExportControl:
         facts = _facts(export)
         if state == "failed" or root is None:
             reason = f"the de-identification at {export.src} failed: {error or 'no version'}"
-            seq = self._refusal_entry(export, facts, reason)
-            self.store.export_ended(export.id, "refused", end_seq=seq, error=reason, now=now)
+            end = self._refusal_entry(export, facts, reason)
+            self.store.export_ended(export.id, "refused", end_seq=end, error=reason, now=now)
             return 1
         approval = self.store.approval(export.approval_id)
         version = self._version(export.export_dataset, root)
-        reason = _refusal(approval, export.dataset, export.dst, None, now, version.bytes)
-        if reason is not None:
-            seq = self._refusal_entry(export, facts, reason)
-            self.store.export_ended(export.id, "refused", end_seq=seq, error=reason, now=now)
+        refusal = _refusal(approval, export.dataset, export.dst, None, now, version.bytes)
+        if refusal is not None:
+            end = self._refusal_entry(export, facts, refusal)
+            self.store.export_ended(export.id, "refused", end_seq=end, error=refusal, now=now)
             return 1
         report = deid or {}
         seq = self._intents.get(export.id)

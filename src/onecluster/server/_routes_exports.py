@@ -40,7 +40,9 @@ router = APIRouter(prefix="/api/v1", tags=["exports"])
 
 ApprovalId = Annotated[str, Path(max_length=MAX_ID)]
 ExportId = Annotated[str, Path(max_length=MAX_ID)]
-Month = Annotated[str, Query(pattern=r"^\d{4}-(0[1-9]|1[0-2])$", description="YYYY-MM")]
+Month = Annotated[
+    str, Query(pattern=r"^2\d{3}-(0[1-9]|1[0-2])$", description="YYYY-MM, from 2000 to 2999")
+]
 _READERS = ("admin", "member", "compliance", "auditor")
 _MAX_SEQ = 2**53 - 1
 
