@@ -2,7 +2,7 @@
 
 ``start`` follows an export to its end: de-identified at its source, written to the
 register, sent; it exits 10 when the export fails or is refused on the way (a refusal at
-the door exits 3, as any forbidden request).  ``register`` writes a month's bundle for the
+the door exits 5, as any forbidden request).  ``register`` writes a month's bundle for the
 regulators into a directory that ``export verify`` checks offline.
 """
 
