@@ -16,7 +16,7 @@ the first sample that carried data towards the destination to the last.
 2. ``gbit`` — the same at scale 1.0 and MTU 9000 (the real 1 Gbit/s circuit), and the
    emulator's own ceiling on that circuit: one BBR stream with the tbf removed.
 3. ``maxflow`` — the three-site fabric at ``--mesh-scale``, its server run with
-   ``--relay-share 1``; a push Shanghai → Singapore against (a) the two direct circuits
+   ``--relay-share 1``; a push Singapore → Shanghai against (a) the two direct circuits
    together and (b) the fabric's max-flow between the two (direct + via Tokyo), beside one
    TCP stream on the route.  The etiquette's caps are in the fabric's unscaled Gbit/s: below
    scale 1 they do not bind, and tbf is the cap.
@@ -32,12 +32,15 @@ the first sample that carried data towards the destination to the last.
    and started again: the chunks the new agent fetched against those its index had not
    recorded at the kill; beside ``rsync -a`` SIGKILLed at half way and run again.  For both,
    IP bytes on the circuit for the whole interrupted copy ÷ dataset bytes.
-7. ``failover`` — the three-site lab: a push Shanghai → Singapore whose two direct circuits
+7. ``failover`` — the three-site lab: a push Singapore → Shanghai whose two direct circuits
    are cut a quarter of the way through; the longest gap of data on the relay's last circuit,
    when the transfer's plan dropped the cut paths, the relay's rate before and after, beside
    a TCP stream on the same route (its longest stall).
 
     sudo .venv/bin/python benchmarks/bench_transfer.py [--only goodput,small,...] [--json]
+
+Every push carries data into Shanghai, never out of it (Shanghai controls exports: a push
+out of it needs an approval); the emulated circuits are alike in both directions.
 
 Prints Markdown tables (one JSON object with ``--json``).  The labs are named ``ocbench``
 (when another lab holds the host, the run waits for it to go) and live under ``--dir``,
@@ -100,7 +103,7 @@ ROOT = Path(__file__).resolve().parents[1]
 THREE_SITE = ROOT / "examples" / "fabrics" / "three-site.yaml"
 SECTIONS = ("goodput", "gbit", "maxflow", "incremental", "small", "resume", "failover")
 TWO_SITE_SECTIONS = {"goodput", "incremental", "small", "resume"}
-SRC, DST, RELAY = "shanghai", "singapore", "tokyo"
+SRC, DST, RELAY = "singapore", "shanghai", "tokyo"  # into Shanghai: no export
 
 TWO_SITE = """\
 fabric: bench-two-site
@@ -199,7 +202,7 @@ def emulator_ceiling(bench: Bench, seconds: float) -> float:
 
 
 def maxflow(bench: Bench, args: argparse.Namespace) -> dict[str, Any]:
-    """A push Shanghai → Singapore against the direct circuits and the max-flow."""
+    """A push Singapore → Shanghai against the direct circuits and the max-flow."""
     direct = sum(c.rate_bps for c in bench.plan.between(SRC, DST))
     flow = max_flow(bench.plan, SRC, DST)
     size = int(flow / 8 * args.mesh_seconds)
@@ -237,7 +240,7 @@ def maxflow(bench: Bench, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def failover(bench: Bench, args: argparse.Namespace) -> dict[str, Any]:
-    """A push Shanghai → Singapore whose direct circuits are cut about a quarter of the way
+    """A push Singapore → Shanghai whose direct circuits are cut about a quarter of the way
     through, once a TCP stream on the same route has run for a second."""
     size = int(max_flow(bench.plan, SRC, DST) / 8 * args.mesh_seconds)
     tree = bench.work / "data" / "failover"

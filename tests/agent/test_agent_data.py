@@ -40,8 +40,8 @@ def sites(tmp_path: Path) -> Iterator[tuple[SiteData, SiteData, Path]]:
     tree.mkdir()
     for i in range(6):
         (tree / f"part-{i}.bin").write_bytes(rng.randbytes(2_000_000))
-    src = SiteData("shanghai", tmp_path / "sh", address="127.0.0.1")
-    dst = SiteData("singapore", tmp_path / "sg", address="127.0.0.1")
+    src = SiteData("singapore", tmp_path / "sg", address="127.0.0.1")
+    dst = SiteData("shanghai", tmp_path / "sh", address="127.0.0.1")
     yield src, dst, tree
     src.close()
     dst.close()
@@ -68,7 +68,7 @@ def orders(root: str, src: SiteData, rate: float | None = None) -> tuple[DataOrd
     if rate is None:
         serve = ServeOrder(id="t1", dataset="ds", root=root, ticket="tk")
     receive = ReceiveOrder(
-        id="t1", dataset="ds", root=root, src="shanghai", ticket="tk", paths=[path]
+        id="t1", dataset="ds", root=root, src="singapore", ticket="tk", paths=[path]
     )
     return DataOrders(scans=[], serve=[serve]), DataOrders(receive=[receive])
 
@@ -107,7 +107,7 @@ def test_a_restarted_receiver_resumes_without_fetching_a_verified_chunk_again(
     dst.apply(receive)
     wait_for(lambda: transfer_of(dst.report())["chunks_done"] >= 3)  # type: ignore[operator]
     dst.close()  # the agent stops mid-transfer; its files and index stay on disk
-    again = SiteData("singapore", tmp_path / "sg", address="127.0.0.1")
+    again = SiteData("shanghai", tmp_path / "sh", address="127.0.0.1")
     try:
         src.apply(serve)
         again.apply(receive)

@@ -101,7 +101,7 @@ def _script(monkeypatch: pytest.MonkeyPatch, *moves: Callable[[], object]) -> li
     return left  # type: ignore[return-value]
 
 
-def _scanned(server: tuple[str, str], agents: Agents, name: str, site: str = "shanghai") -> Agent:
+def _scanned(server: tuple[str, str], agents: Agents, name: str, site: str = "singapore") -> Agent:
     """``name`` registered at ``site`` and scanned there (version ROOT, complete)."""
     agent = agents(site)
     code, out, err = _cli(server, "dataset", "add", name, "--site", site, "--path", f"/d/{name}",
@@ -161,7 +161,7 @@ def test_dataset_show_and_list(server: tuple[str, str], agents: Agents) -> None:
     _scanned(server, agents, "shown")
     code, out, _ = _cli(server, "dataset", "show", "shown")
     assert code == 0
-    assert f"{ROOT[:12]} (latest)" in out and "shanghai" in out and "complete" in out
+    assert f"{ROOT[:12]} (latest)" in out and "singapore" in out and "complete" in out
     assert "/d/shown" in out
     code, out, _ = _cli(server, "dataset", "show", "shown", "--json")
     assert json.loads(out)["latest"] == ROOT
@@ -175,11 +175,11 @@ def test_push_waits_with_progress_then_prints_what_it_did(
     server: tuple[str, str], agents: Agents, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _scanned(server, agents, "pushed")
-    singapore = agents("singapore")
+    shanghai = agents("shanghai")
     order: list[str] = []
 
     def running() -> None:
-        [receive] = [r for r in singapore.sync().data.receive if r.dataset == "pushed"]
+        [receive] = [r for r in shanghai.sync().data.receive if r.dataset == "pushed"]
         order.append(receive.id)
         report = TransferReport(
             id=receive.id,
@@ -189,10 +189,10 @@ def test_push_waits_with_progress_then_prints_what_it_did(
             rate_bps=8e8,
             paths=[PathReport(name="default", bytes=GB // 8, streams=2)],
         )
-        singapore.sync(transfers=[report])
+        shanghai.sync(transfers=[report])
 
     def done() -> None:
-        singapore.hold("pushed", path="/srv/pushed")
+        shanghai.hold("pushed", path="/srv/pushed")
         report = TransferReport(
             id=order[0],
             state="done",
@@ -202,13 +202,13 @@ def test_push_waits_with_progress_then_prints_what_it_did(
             chunks_sent=5,
             paths=[PathReport(name="default", bytes=GB // 2, streams=2, state="done")],
         )
-        singapore.sync(transfers=[report])
+        shanghai.sync(transfers=[report])
 
     left = _script(monkeypatch, running, done)
-    code, out, err = _cli(server, "push", "pushed", "--to", "singapore")
+    code, out, err = _cli(server, "push", "pushed", "--to", "shanghai")
     assert (code, left) == (0, []), err
     assert "running, 250.00 MB of 1.00 GB (25%), 800.0 Mbit/s" in out
-    assert f"transfer {order[0]}: pushed@{ROOT[:12]} shanghai → singapore done" in out
+    assert f"transfer {order[0]}: pushed@{ROOT[:12]} singapore → shanghai done" in out
     assert "500.00 MB sent over default" in out
 
 
@@ -216,10 +216,10 @@ def test_push_json_once_it_has_ended(
     server: tuple[str, str], agents: Agents, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _scanned(server, agents, "jsoned")
-    singapore = agents("singapore")
+    shanghai = agents("shanghai")
 
     def done() -> None:
-        [receive] = [r for r in singapore.sync().data.receive if r.dataset == "jsoned"]
+        [receive] = [r for r in shanghai.sync().data.receive if r.dataset == "jsoned"]
         report = TransferReport(
             id=receive.id,
             state="done",
@@ -229,10 +229,10 @@ def test_push_json_once_it_has_ended(
             chunks_sent=9,
             paths=[PathReport(name="default", bytes=GB, streams=2, state="done")],
         )
-        singapore.sync(transfers=[report])
+        shanghai.sync(transfers=[report])
 
     _script(monkeypatch, done)
-    code, out, err = _cli(server, "push", "jsoned", "--to", "singapore", "--json")
+    code, out, err = _cli(server, "push", "jsoned", "--to", "shanghai", "--json")
     assert code == 0, err
     transfer = json.loads(out)  # the only thing on stdout
     for key in ("id", "root", "bytes_total", "bytes_sent", "chunks_total", "chunks_sent"):
@@ -246,15 +246,15 @@ def test_a_failed_transfer_exits_10_with_its_error(
     server: tuple[str, str], agents: Agents, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _scanned(server, agents, "failing")
-    singapore = agents("singapore")
+    shanghai = agents("shanghai")
 
     def fail() -> None:
-        [receive] = [r for r in singapore.sync().data.receive if r.dataset == "failing"]
+        [receive] = [r for r in shanghai.sync().data.receive if r.dataset == "failing"]
         bad = TransferReport(id=receive.id, state="failed", error="chunk 3 failed verification")
-        singapore.sync(transfers=[bad])
+        shanghai.sync(transfers=[bad])
 
     _script(monkeypatch, fail)
-    code, out, err = _cli(server, "push", "failing", "--to", "singapore")
+    code, out, err = _cli(server, "push", "failing", "--to", "shanghai")
     assert code == 10
     assert "failed: chunk 3 failed verification" in err
     assert "failing@" in out
@@ -267,7 +267,7 @@ def test_transfers_list_and_cancel(server: tuple[str, str], agents: Agents) -> N
     transfer = json.loads(out)
     assert transfer["state"] == "queued"
     code, out, _ = _cli(server, "transfers")
-    assert code == 0 and transfer["id"] in out and "shanghai → tokyo" in out
+    assert code == 0 and transfer["id"] in out and "singapore → tokyo" in out
     code, out, _ = _cli(server, "transfers", "--json")
     assert transfer["id"] in [t["id"] for t in json.loads(out)]
     code, out, _ = _cli(server, "transfers", "cancel", transfer["id"])
@@ -282,9 +282,9 @@ def test_transfers_list_and_cancel(server: tuple[str, str], agents: Agents) -> N
 
 def test_push_to_where_it_is_already_sends_nothing(server: tuple[str, str], agents: Agents) -> None:
     _scanned(server, agents, "there")
-    code, out, err = _cli(server, "push", "there", "--to", "shanghai")
+    code, out, err = _cli(server, "push", "there", "--to", "singapore")
     assert code == 0, err
-    assert "shanghai holds all of it already, nothing sent" in out
+    assert "singapore holds all of it already, nothing sent" in out
 
 
 def test_push_resolves_a_version_prefix(server: tuple[str, str], agents: Agents) -> None:
@@ -304,7 +304,7 @@ def test_push_resolves_a_version_prefix(server: tuple[str, str], agents: Agents)
         (("nosuch", "--to", "tokyo"), 3, "there is no dataset 'nosuch'"),
         (("refused", "--to", "mars"), 3, "there is no site 'mars'"),
         (("refused", "--to", "tokyo", "--from", "tokyo"), 2, "moves nothing"),
-        (("refused", "--to", "tokyo", "--from", "singapore"), 4, "holds no complete replica"),
+        (("refused", "--to", "shanghai", "--from", "tokyo"), 4, "holds no complete replica"),
         (("unscanned", "--to", "tokyo"), 4, "no scanned version yet"),
         (("refused", "--to", "tokyo", "--version", "x" * 64), 2, "invalid value for version"),
     ],

@@ -3,6 +3,9 @@ once; a push survives the crash of its receiving agent without fetching a verifi
 again; a push whose direct circuits are cut finishes through Tokyo; a changed dataset sends
 only its changed chunks; a job placed away from its data waits for it, then runs with it.
 
+Every push and prefetch carries data *into* Shanghai (or between Singapore and Tokyo), never
+out of it: Shanghai controls exports, and an export needs an approval.
+
 Circuits run at the lab's default scale (5 %: 50 Mbit/s for a 1 Gbit/s circuit), so a few
 tens of megabytes take seconds."""
 
@@ -98,11 +101,11 @@ def test_1_a_push_arrives_bit_for_bit_over_both_circuits_and_the_relay(
     admin: Client, data: Path
 ) -> None:
     tree = make_tree(data / "corpus", big=8, seed=1)
-    register(admin, "corpus", "shanghai", tree)
-    transfer = push(admin, "corpus", "singapore")
-    assert {p.name for p in transfer.paths} == {"sha-sin-hk", "sha-sin-tw", "sin-tyo+sha-tyo"}
+    register(admin, "corpus", "singapore", tree)
+    transfer = push(admin, "corpus", "shanghai")
+    assert {p.name for p in transfer.paths} == {"sha-sin-hk", "sha-sin-tw", "sha-tyo+sin-tyo"}
     done = finished(admin, transfer.id)
-    assert tree_of(replica_at(admin, "corpus", "singapore")) == tree_of(tree)
+    assert tree_of(replica_at(admin, "corpus", "shanghai")) == tree_of(tree)
     assert done.chunks_sent == done.chunks_total
     carried = {p.name: p.bytes for p in done.paths}
     assert all(carried.get(name, 0) > 0 for name in ("sha-sin-hk", "sha-sin-tw")), carried
@@ -112,18 +115,18 @@ def test_2_a_crashed_receiver_resumes_without_fetching_a_verified_chunk_again(
     lab: Lab, admin: Client, data: Path
 ) -> None:
     tree = make_tree(data / "big", big=15, seed=2)
-    register(admin, "big", "shanghai", tree)
-    transfer = push(admin, "big", "tokyo")
+    register(admin, "big", "tokyo", tree)
+    transfer = push(admin, "big", "shanghai")
     wait_for(
         lambda: admin.transfer(transfer.id).bytes_done > 0.3 * transfer.bytes_total,
         120,
         "a third of the push",
     )
-    lab.site_down("tokyo")  # SIGKILL: the agent and its data plane die mid-transfer
+    lab.site_down("shanghai")  # SIGKILL: the agent and its data plane die mid-transfer
     at_kill = admin.transfer(transfer.id)
-    lab.site_up("tokyo")
+    lab.site_up("shanghai")
     done = finished(admin, transfer.id)
-    assert tree_of(replica_at(admin, "big", "tokyo")) == tree_of(tree)
+    assert tree_of(replica_at(admin, "big", "shanghai")) == tree_of(tree)
     # The new agent fetched only what was not verified before the crash (its report of
     # the moment before is a lower bound; a couple of chunks may have been in flight).
     assert done.chunks_sent <= done.chunks_total - at_kill.chunks_done + 4, (at_kill, done)
@@ -133,19 +136,19 @@ def test_3_a_push_whose_direct_circuits_are_cut_finishes_through_tokyo(
     lab: Lab, admin: Client, data: Path
 ) -> None:
     tree = make_tree(data / "detour", big=12, seed=3)
-    register(admin, "detour", "shanghai", tree)
-    transfer = push(admin, "detour", "singapore")
+    register(admin, "detour", "singapore", tree)
+    transfer = push(admin, "detour", "shanghai")
     wait_for(
         lambda: admin.transfer(transfer.id).bytes_done > 0.2 * transfer.bytes_total,
         120,
         "a fifth of the push",
     )
-    relay = "sin-tyo+sha-tyo"
+    relay = "sha-tyo+sin-tyo"
     before = {p.name: p.bytes for p in admin.transfer(transfer.id).paths}.get(relay, 0)
     assert lab.cut("shanghai", "singapore") == ["sha-sin-hk", "sha-sin-tw"]
     try:
         done = finished(admin, transfer.id)
-        assert tree_of(replica_at(admin, "detour", "singapore")) == tree_of(tree)
+        assert tree_of(replica_at(admin, "detour", "shanghai")) == tree_of(tree)
         after = {p.name: p.bytes for p in done.paths}
         assert set(after) == {relay} or after.get(relay, 0) > before, after
     finally:
@@ -158,9 +161,9 @@ def test_4_a_changed_dataset_sends_only_what_changed(admin: Client, data: Path) 
     raw = shard.read_bytes()
     shard.write_bytes(raw[:2_000_000] + b"an insertion in the middle" + raw[2_000_000:])
     (tree / "small" / "007.jpg").write_bytes(b"a new picture")
-    register(admin, "corpus", "shanghai", tree)
-    done = finished(admin, push(admin, "corpus", "singapore").id)
-    assert tree_of(replica_at(admin, "corpus", "singapore")) == tree_of(tree)
+    register(admin, "corpus", "singapore", tree)
+    done = finished(admin, push(admin, "corpus", "shanghai").id)
+    assert tree_of(replica_at(admin, "corpus", "shanghai")) == tree_of(tree)
     assert done.bytes_local > 0.8 * done.bytes_total
     assert done.chunks_sent <= 4  # the chunk or two around the insertion, and the new file
     assert done.bytes_sent < 0.2 * done.bytes_total
@@ -170,14 +173,14 @@ def test_5_a_job_placed_away_from_its_data_waits_for_it_then_runs_with_it(
     admin: Client, data: Path
 ) -> None:
     tree = make_tree(data / "train", big=3, seed=5)
-    (tree / "hello.txt").write_text("hello from shanghai\n")
-    register(admin, "train", "shanghai", tree)
+    (tree / "hello.txt").write_text("hello from singapore\n")
+    register(admin, "train", "singapore", tree)
     job = admin.submit(
         JobSubmit(
-            team="vision",
+            team="llm",
             gpus=8,
             duration_s=60.0,
-            gpu_types=["H100"],  # Singapore and Tokyo have them; the data is in Shanghai
+            gpu_types=["H800"],  # only Shanghai has them; the data is in Singapore
             dataset="train",
             command=["sh", "-c", "cat $ONECLUSTER_DATASET_DIR/hello.txt"],
         )
@@ -188,6 +191,7 @@ def test_5_a_job_placed_away_from_its_data_waits_for_it_then_runs_with_it(
     wait_for(lambda: admin.job(job.id).state in ("completed", "failed"), 180, "the job")
     ended = admin.job(job.id)
     assert (ended.state, ended.exit_code) == ("completed", 0), ended.reason
-    assert "hello from shanghai" in admin.logs(job.id).data
+    assert "hello from singapore" in admin.logs(job.id).data
     [prefetch] = [t for t in admin.transfers(state="all") if t.job_id == job.id]
-    assert prefetch.state == "done" and prefetch.dst == ended.parts[0].site
+    assert prefetch.state == "done" and prefetch.dst == ended.parts[0].site == "shanghai"
+    assert prefetch.src == "singapore"

@@ -21,7 +21,7 @@ PAGE = Path(__file__).resolve().parents[2] / "docs" / "bad-inputs.md"
 JOB: dict[str, Any] = {"team": "llm", "gpus": 8, "duration_s": 60, "command": ["true"]}
 SYNC = "/agents/tokyo/sync"
 DATASET: dict[str, Any] = {"name": "corpus", "site": "tokyo", "path": "/data/corpus"}
-PUSH: dict[str, Any] = {"dataset": "cc-zh-2026", "to": "tokyo"}
+PUSH: dict[str, Any] = {"dataset": "speech-ja-10k", "to": "singapore"}
 SCAN: dict[str, Any] = {"id": "s-1", "state": "done"}
 REPLICA: dict[str, Any] = {
     "dataset": "Corpus",
@@ -136,7 +136,7 @@ CASES = (
     Case("R65", "POST", "/transfers", json=PUSH | {"dataset": "nosuch"}),
     Case("R66", "POST", "/transfers", json=PUSH | {"to": "mars"}),
     Case("R67", "POST", "/transfers", json=PUSH),
-    Case("R68", "POST", "/transfers", json=PUSH | {"from": "tokyo"}),
+    Case("R68", "POST", "/transfers", json=PUSH | {"from": "singapore"}),
     Case("R69", "POST", "/transfers", json=PUSH | {"version": "abc"}),
     Case("R70", "POST", "/transfers", json=PUSH | {"form": "x"}),
     Case("R71", "GET", "/transfers", params={"state": "done"}),

@@ -40,7 +40,7 @@ CIRCUITS = {
 }
 
 
-def push_in(dataset: str = "corpus", to: str = "singapore", **more: Any) -> PushIn:
+def push_in(dataset: str = "corpus", to: str = "shanghai", **more: Any) -> PushIn:
     return PushIn.model_validate({"dataset": dataset, "to": to, **more})
 
 
@@ -73,7 +73,7 @@ def held(site_path: str, root: str = ROOT, state: str = "complete", present: int
     )  # type: ignore[arg-type]
 
 
-def scanned(server: RunningServer, site: str = "shanghai", root: str = ROOT) -> ScanOut:
+def scanned(server: RunningServer, site: str = "singapore", root: str = ROOT) -> ScanOut:
     """``corpus`` registered at ``site`` and scanned there by its agent."""
     scan = server.admin().add_dataset(DatasetAdd(name="corpus", site=site, path="/data/corpus"))
     done = ScanReport(
@@ -139,41 +139,41 @@ def test_a_failed_scan_shows_its_error(server: RunningServer) -> None:
 def test_push_end_to_end_with_tickets_paths_and_the_replica_complete(
     server: RunningServer,
 ) -> None:
-    for site in ("singapore", "tokyo"):
+    for site in ("shanghai", "tokyo"):
         agent(server, site)
-    scanned(server, "shanghai")
+    scanned(server, "singapore")
     admin = server.admin()
-    created = admin._http.post("/api/v1/transfers", json={"dataset": "corpus", "to": "singapore"})
+    created = admin._http.post("/api/v1/transfers", json={"dataset": "corpus", "to": "shanghai"})
     assert created.status_code == 201
     t = TransferOut.model_validate(created.json())
     assert (t.src, t.dst, t.root, t.state, t.bytes_total, t.chunks_total) == (
-        "shanghai",
         "singapore",
+        "shanghai",
         ROOT,
         "queued",
         GB,
         800,
     )
-    assert {p.name for p in t.paths} == {"sha-sin-hk", "sha-sin-tw", "sin-tyo+sha-tyo"}
+    assert {p.name for p in t.paths} == {"sha-sin-hk", "sha-sin-tw", "sha-tyo+sin-tyo"}
     # The destination is told to pull it, with the ticket and the paths.
-    [receive] = agent(server, "singapore").data.receive
+    [receive] = agent(server, "shanghai").data.receive
     assert (receive.id, receive.src, receive.root, receive.priority) == (
         t.id,
-        "shanghai",
+        "singapore",
         ROOT,
         "bulk",
     )
     assert len(receive.ticket) >= 32
     hops = {p.name: [(h.address, h.port) for h in p.hops] for p in receive.paths}
-    assert hops["sha-sin-hk"] == [("10.1.1.1", 7400)]
-    assert hops["sin-tyo+sha-tyo"] == [("10.1.4.2", 7400), ("10.1.3.1", 7400)]
+    assert hops["sha-sin-hk"] == [("10.1.1.2", 7400)]
+    assert hops["sha-tyo+sin-tyo"] == [("10.1.3.2", 7400), ("10.1.4.1", 7400)]
     # The source serves it with the same ticket; the relay relays its own path only.
-    [serve] = agent(server, "shanghai", replicas=[held("/data/corpus")]).data.serve
+    [serve] = agent(server, "singapore", replicas=[held("/data/corpus")]).data.serve
     assert (serve.id, serve.ticket, serve.relay) == (t.id, receive.ticket, False)
     [relay] = agent(server, "tokyo").data.serve
-    assert (relay.relay, set(relay.rates)) == (True, {"sin-tyo+sha-tyo"})
+    assert (relay.relay, set(relay.rates)) == (True, {"sha-tyo+sin-tyo"})
     # Pushing again while it runs answers the same transfer.
-    again = admin._http.post("/api/v1/transfers", json={"dataset": "corpus", "to": "singapore"})
+    again = admin._http.post("/api/v1/transfers", json={"dataset": "corpus", "to": "shanghai"})
     assert (again.status_code, again.json()["id"]) == (200, t.id)
     running = TransferReport(
         id=t.id,
@@ -183,14 +183,14 @@ def test_push_end_to_end_with_tickets_paths_and_the_replica_complete(
         rate_bps=1e9,
         paths=[PathReport(name="sha-sin-hk", bytes=GB // 4, streams=4)],
     )
-    agent(server, "singapore", transfers=[running])
+    agent(server, "shanghai", transfers=[running])
     server.clock.advance(4)
     seen = admin.transfer(t.id)
     assert (seen.state, seen.bytes_done, seen.seconds) == ("running", GB // 2, 4.0)
     assert seen.eta_s == pytest.approx(GB / 2 * 8 / 1e9)
     assert {p.name: p.bytes for p in seen.paths}["sha-sin-hk"] == GB // 4
     done = TransferReport(id=t.id, state="done", bytes_done=GB, bytes_sent=GB // 2)
-    reply = agent(server, "singapore", transfers=[done], replicas=[held("/srv/corpus")])
+    reply = agent(server, "shanghai", transfers=[done], replicas=[held("/srv/corpus")])
     assert reply.data.receive == []
     seen = admin.transfer(t.id)
     assert (seen.state, seen.bytes_sent, seen.seconds, seen.finished_at) == (
@@ -201,19 +201,19 @@ def test_push_end_to_end_with_tickets_paths_and_the_replica_complete(
     )
     [version] = admin.dataset("corpus").versions
     assert {(r.site, r.state) for r in version.replicas} == {
-        ("shanghai", "complete"),
         ("singapore", "complete"),
+        ("shanghai", "complete"),
     }
-    assert agent(server, "shanghai", replicas=[held("/data/corpus")]).data.serve == []
+    assert agent(server, "singapore", replicas=[held("/data/corpus")]).data.serve == []
     assert admin.transfers() == [] and [x.id for x in admin.transfers(state="all")] == [t.id]
 
 
 def test_pushing_to_a_site_that_has_it_all_is_done_with_nothing_sent(
     server: RunningServer,
 ) -> None:
-    scanned(server, "shanghai")
+    scanned(server, "singapore")
     answer = server.admin()._http.post(
-        "/api/v1/transfers", json={"dataset": "corpus", "to": "shanghai"}
+        "/api/v1/transfers", json={"dataset": "corpus", "to": "singapore"}
     )
     assert answer.status_code == 200
     t = TransferOut.model_validate(answer.json())
@@ -231,19 +231,19 @@ def test_without_from_the_source_is_the_best_connected_holder(server: RunningSer
 
 
 def test_cancel_stops_it_everywhere_and_only_once(server: RunningServer) -> None:
-    scanned(server, "shanghai")
+    scanned(server)
     admin = server.admin()
     t = admin.push(push_in())
     cancelled = admin.cancel_transfer(t.id)
     assert cancelled.state == "cancelled"
-    assert agent(server, "singapore").data.receive == []
+    assert agent(server, "shanghai").data.receive == []
     with pytest.raises(ConflictError, match="already ended"):
         admin.cancel_transfer(t.id)
     assert admin.transfer(t.id) == cancelled
 
 
 def test_a_member_pushes_and_an_agent_may_only_read(server: RunningServer) -> None:
-    scanned(server, "shanghai")
+    scanned(server)
     member = server.client(server.token(role="member", team="vision"))
     assert member.push(push_in()).state == "queued"
     robot = server.client(server.token(role="agent", site="tokyo"))
@@ -285,14 +285,14 @@ def test_a_relative_path_is_refused(server: RunningServer) -> None:
         (push_in(to="mars"), NotFoundError, "there is no site 'mars'"),
         (push_in(**{"from": "mars"}), NotFoundError, "there is no site 'mars'"),
         (push_in(version=NEWER), NotFoundError, f"dataset corpus has no version {NEWER}"),
-        (push_in(**{"from": "singapore"}), ValidationError, "moves nothing"),
+        (push_in(**{"from": "shanghai"}), ValidationError, "moves nothing"),
         (push_in(**{"from": "tokyo"}), ConflictError, "site tokyo holds no complete replica"),
     ],
 )
 def test_push_refusals_of_a_scanned_dataset(
     server: RunningServer, body: PushIn, error: type[Exception], message: str
 ) -> None:
-    scanned(server, "shanghai")
+    scanned(server)
     before = _unchanged(server)
     with pytest.raises(error, match=message):
         server.admin().push(body)
@@ -300,7 +300,7 @@ def test_push_refusals_of_a_scanned_dataset(
 
 
 def test_unknown_dataset_names_the_known_ones(server: RunningServer) -> None:
-    scanned(server, "shanghai")
+    scanned(server)
     with pytest.raises(NotFoundError) as caught:
         server.admin().push(push_in(dataset="corpsu"))
     assert "cc-zh-2026, corpus, imagenet-21k" in (caught.value.hint or "")
@@ -319,8 +319,8 @@ def test_a_dataset_with_no_scanned_version_cannot_be_pushed(server: RunningServe
 
 
 def test_a_version_no_site_holds_whole_cannot_be_pushed(server: RunningServer) -> None:
-    scanned(server, "shanghai")
-    agent(server, "shanghai", replicas=[held("/data/corpus", state="partial", present=5)])
+    scanned(server)
+    agent(server, "singapore", replicas=[held("/data/corpus", state="partial", present=5)])
     before = _unchanged(server)
     with pytest.raises(ConflictError, match="no site holds a complete replica"):
         server.admin().push(push_in())
@@ -343,7 +343,7 @@ def test_unknown_scans_and_transfers_are_404(server: RunningServer) -> None:
 def test_reports_about_unknown_foreign_or_ended_things_change_nothing(
     server: RunningServer,
 ) -> None:
-    scanned(server, "shanghai")
+    scanned(server)
     admin = server.admin()
     t = admin.push(push_in())
     agent(server, "tokyo")
@@ -371,17 +371,17 @@ def test_a_data_report_that_cannot_be_taken_costs_the_site_nothing(
 
 
 def test_a_sync_without_data_changes_no_replica(server: RunningServer) -> None:
-    scanned(server, "shanghai")
+    scanned(server)
     before = server.admin().dataset("corpus")
-    server.sync("shanghai")  # an agent with no data plane
+    server.sync("singapore")  # an agent with no data plane
     assert server.admin().dataset("corpus") == before
 
 
 def test_a_bad_replica_path_is_left_out_and_the_rest_taken(server: RunningServer) -> None:
-    scanned(server, "shanghai")
-    agent(server, "shanghai", replicas=[held("/data/corpus"), held("relative/x", root=NEWER)])
+    scanned(server)
+    agent(server, "singapore", replicas=[held("/data/corpus"), held("relative/x", root=NEWER)])
     [version] = server.admin().dataset("corpus").versions
-    assert [r.site for r in version.replicas] == ["shanghai"]
+    assert [r.site for r in version.replicas] == ["singapore"]
 
 
 def test_data_plane_bytes_make_the_circuit_busy_for_the_scheduler(server: RunningServer) -> None:

@@ -62,14 +62,14 @@ def test_a_directory_is_scanned_pushed_and_arrives_whole(
     (tree / "README").write_text("the corpus\n")
     admin = server.admin()
 
-    scan = admin.add_dataset(DatasetAdd(name="corpus", site="shanghai", path=str(tree)))
+    scan = admin.add_dataset(DatasetAdd(name="corpus", site="singapore", path=str(tree)))
     _until(server, planes, lambda: admin.scan(scan.id).state in ("done", "failed"))
     scan = admin.scan(scan.id)
     assert (scan.state, scan.new_version, scan.files_total) == ("done", True, 5), scan.error
     assert scan.root is not None
 
-    transfer = admin.push(PushIn.model_validate({"dataset": "corpus", "to": "singapore"}))
-    assert (transfer.src, [p.name for p in transfer.paths]) == ("shanghai", ["default"])
+    transfer = admin.push(PushIn.model_validate({"dataset": "corpus", "to": "shanghai"}))
+    assert (transfer.src, [p.name for p in transfer.paths]) == ("singapore", ["default"])
     _until(server, planes, lambda: admin.transfer(transfer.id).state in ("done", "failed"))
     _round(server, planes)  # the destination lists its new replica
     done = admin.transfer(transfer.id)
@@ -84,14 +84,14 @@ def test_a_directory_is_scanned_pushed_and_arrives_whole(
     [version] = admin.dataset("corpus").versions
     replicas = {r.site: r for r in version.replicas}
     assert {s: r.state for s, r in replicas.items()} == {
-        "shanghai": "complete",
         "singapore": "complete",
+        "shanghai": "complete",
     }
-    assert replicas["shanghai"].path == str(tree)
-    received = replicas["singapore"].path
+    assert replicas["singapore"].path == str(tree)
+    received = replicas["shanghai"].path
     assert received is not None and _tree(Path(received)) == _tree(tree)
-    # Pushing it again sends nothing: singapore holds all of it.
-    again = admin.push(PushIn.model_validate({"dataset": "corpus", "to": "singapore"}))
+    # Pushing it again sends nothing: shanghai holds all of it.
+    again = admin.push(PushIn.model_validate({"dataset": "corpus", "to": "shanghai"}))
     assert (again.state, again.bytes_sent) == ("done", 0)
 
 
@@ -115,15 +115,15 @@ def test_a_job_placed_away_from_its_data_waits_for_it_then_gets_it(
     tree.mkdir()
     (tree / "a.bin").write_bytes(random.Random(3).randbytes(3_000_000))
     admin = server.admin()
-    scan = admin.add_dataset(DatasetAdd(name="corpus", site="shanghai", path=str(tree)))
+    scan = admin.add_dataset(DatasetAdd(name="corpus", site="singapore", path=str(tree)))
     _until(server, three, lambda: admin.scan(scan.id).state == "done")
-    # H100s are at Singapore and Tokyo only: the job must run away from its data.
+    # H800s are at Shanghai only: the job must run away from its data, which comes in.
     job = admin.submit(
         JobSubmit(
-            team="vision",
+            team="llm",
             gpus=8,
             duration_s=60.0,
-            gpu_types=["H100"],
+            gpu_types=["H800"],
             dataset="corpus",
             command=["sh", "-c", "ls $ONECLUSTER_DATASET_DIR"],
         )
@@ -133,7 +133,7 @@ def test_a_job_placed_away_from_its_data_waits_for_it_then_gets_it(
     placed = admin.job(job.id)
     [part] = placed.parts
     site = part.site
-    assert placed.state == "running" and site in ("singapore", "tokyo")
+    assert placed.state == "running" and site == "shanghai"
     assert placed.reason is not None and placed.reason.startswith("waiting for data")
 
     def orders() -> list[DesiredAttempt]:
@@ -144,7 +144,7 @@ def test_a_job_placed_away_from_its_data_waits_for_it_then_gets_it(
 
     assert orders() == []  # not handed out while the data is not there
     [prefetch] = [t for t in admin.transfers() if t.job_id == job.id]
-    assert (prefetch.reason, prefetch.src, prefetch.dst) == ("prefetch", "shanghai", site)
+    assert (prefetch.reason, prefetch.src, prefetch.dst) == ("prefetch", "singapore", site)
 
     handed: list[DesiredAttempt] = []
 
@@ -196,12 +196,12 @@ def test_a_prefetch_that_fails_fails_the_job_with_its_reason(
     tree.mkdir()
     (tree / "f.bin").write_bytes(random.Random(5).randbytes(2_000_000))
     admin = server.admin()
-    scan = admin.add_dataset(DatasetAdd(name="fragile", site="shanghai", path=str(tree)))
+    scan = admin.add_dataset(DatasetAdd(name="fragile", site="singapore", path=str(tree)))
     _until(server, three, lambda: admin.scan(scan.id).state == "done")
     (tree / "f.bin").write_bytes(random.Random(6).randbytes(2_000_000))  # edited after the scan
     job = admin.submit(
         JobSubmit(
-            team="vision", gpus=8, duration_s=60.0, gpu_types=["H100"], dataset="fragile",
+            team="llm", gpus=8, duration_s=60.0, gpu_types=["H800"], dataset="fragile",
             command=["true"],
         )
     )  # fmt: skip
@@ -217,4 +217,4 @@ def test_a_prefetch_that_fails_fails_the_job_with_its_reason(
         time.sleep(0.05)
     reason = admin.job(job.id).reason or ""
     assert "its dataset fragile could not reach" in reason
-    assert "f.bin changed at shanghai" in reason
+    assert "f.bin changed at singapore" in reason

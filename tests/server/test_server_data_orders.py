@@ -43,7 +43,7 @@ def fabric() -> Fabric:
     return load_fabric(FABRIC)
 
 
-def transfer(src: str = "shanghai", dst: str = "singapore", **changes: object) -> TransferRecord:
+def transfer(src: str = "singapore", dst: str = "shanghai", **changes: object) -> TransferRecord:
     t = TransferRecord(
         id="t-1",
         dataset="corpus",
@@ -83,20 +83,20 @@ def planner(fabric: Fabric, down: frozenset[str] = frozenset(), **kw: object) ->
 
 def test_the_destination_receives_over_both_circuits_and_the_relay(fabric: Fabric) -> None:
     work = DataWork(transfers=(transfer(),))
-    orders = data_orders("singapore", work, planner(fabric))
+    orders = data_orders("shanghai", work, planner(fabric))
     [order] = orders.receive
     assert (order.id, order.src, order.ticket, order.priority) == (
         "t-1",
-        "shanghai",
+        "singapore",
         "secret-ticket",
         "bulk",
     )
     paths = {p.name: p for p in order.paths}
-    assert set(paths) == {"sha-sin-hk", "sha-sin-tw", "sin-tyo+sha-tyo"}
-    assert [(h.address, h.port) for h in paths["sha-sin-hk"].hops] == [("10.1.1.1", 7400)]
-    relayed = paths["sin-tyo+sha-tyo"]
+    assert set(paths) == {"sha-sin-hk", "sha-sin-tw", "sha-tyo+sin-tyo"}
+    assert [(h.address, h.port) for h in paths["sha-sin-hk"].hops] == [("10.1.1.2", 7400)]
+    relayed = paths["sha-tyo+sin-tyo"]
     assert relayed.relay == "tokyo"
-    assert [(h.address, h.port) for h in relayed.hops] == [("10.1.4.2", 7401), ("10.1.3.1", 7400)]
+    assert [(h.address, h.port) for h in relayed.hops] == [("10.1.3.2", 7401), ("10.1.4.1", 7400)]
     assert paths["sha-sin-hk"].rate_bps == 1e9  # bulk_share 1.0 of 1 Gbit/s
     assert relayed.rate_bps == 0.5e9  # relay_share 0.5 of the smaller of 2 and 1 Gbit/s
     assert orders.serve == [] and orders.scans == []
@@ -104,11 +104,11 @@ def test_the_destination_receives_over_both_circuits_and_the_relay(fabric: Fabri
 
 def test_the_source_serves_every_path_and_the_relay_only_its_own(fabric: Fabric) -> None:
     work = DataWork(transfers=(transfer(),))
-    [served] = data_orders("shanghai", work, planner(fabric)).serve
+    [served] = data_orders("singapore", work, planner(fabric)).serve
     assert (served.relay, served.ticket) == (False, "secret-ticket")
-    assert served.rates == {"sha-sin-hk": 1e9, "sha-sin-tw": 1e9, "sin-tyo+sha-tyo": 0.5e9}
+    assert served.rates == {"sha-sin-hk": 1e9, "sha-sin-tw": 1e9, "sha-tyo+sin-tyo": 0.5e9}
     [relayed] = data_orders("tokyo", work, planner(fabric)).serve
-    assert (relayed.relay, relayed.rates) == (True, {"sin-tyo+sha-tyo": 0.5e9})
+    assert (relayed.relay, relayed.rates) == (True, {"sha-tyo+sin-tyo": 0.5e9})
 
 
 def test_circuits_that_are_down_are_left_out_and_the_etiquette_is_the_servers(
@@ -116,7 +116,7 @@ def test_circuits_that_are_down_are_left_out_and_the_etiquette_is_the_servers(
 ) -> None:
     work = DataWork(transfers=(transfer(),))
     plan = planner(fabric, frozenset({"sha-sin-hk", "sha-tyo"}), bulk_share=0.8)
-    [order] = data_orders("singapore", work, plan).receive
+    [order] = data_orders("shanghai", work, plan).receive
     assert [(p.name, p.rate_bps) for p in order.paths] == [("sha-sin-tw", 0.8e9)]
     assert data_orders("tokyo", work, plan).serve == []  # no relay through tokyo now
 
@@ -124,7 +124,7 @@ def test_circuits_that_are_down_are_left_out_and_the_etiquette_is_the_servers(
 def test_a_source_without_a_data_endpoint_gives_no_paths_yet(fabric: Fabric) -> None:
     work = DataWork(transfers=(transfer(),))
     plan = Planner(fabric, down=frozenset(), ends=ENDS, data={}, etiquette=Etiquette())
-    [order] = data_orders("singapore", work, plan).receive
+    [order] = data_orders("shanghai", work, plan).receive
     assert order.paths == []
 
 
@@ -146,19 +146,23 @@ def test_prefetches_are_marked_and_scans_go_to_their_site(fabric: Fabric) -> Non
         finished_at=None,
     )
     work = DataWork(scans=(scan,), transfers=(transfer(reason="prefetch", job_id="j-1"),))
-    orders = data_orders("singapore", work, planner(fabric))
+    orders = data_orders("shanghai", work, planner(fabric))
     assert orders.receive[0].priority == "prefetch"
     assert data_orders("tokyo", work, planner(fabric)).scans[0].path == "/data/corpus"
 
 
 def test_sources_rank_by_direct_capacity_up_then_sites_down_last(fabric: Fabric) -> None:
-    sites = ["shanghai", "tokyo"]
-    # To singapore: shanghai has 2 x 1 Gbit/s, tokyo one 2 Gbit/s circuit: a tie, by name.
-    assert rank_sources(fabric, "singapore", sites, down_circuits=(), down_sites=()) == sites
-    ranked = rank_sources(fabric, "singapore", sites, down_circuits={"sha-sin-hk"}, down_sites=())
-    assert ranked == ["tokyo", "shanghai"]
-    ranked = rank_sources(fabric, "singapore", sites, down_circuits=(), down_sites={"tokyo"})
-    assert ranked == ["shanghai", "tokyo"]
+    sites = ["singapore", "tokyo"]
+    # To shanghai: singapore has 2 x 1 Gbit/s, tokyo one 1 Gbit/s circuit.
+    assert rank_sources(fabric, "shanghai", sites, down_circuits=(), down_sites=()) == sites
+    # One of singapore's down: 1 Gbit/s each, a tie, by name.
+    ranked = rank_sources(fabric, "shanghai", sites, down_circuits={"sha-sin-hk"}, down_sites=())
+    assert ranked == ["singapore", "tokyo"]
+    both = {"sha-sin-hk", "sha-sin-tw"}
+    ranked = rank_sources(fabric, "shanghai", sites, down_circuits=both, down_sites=())
+    assert ranked == ["tokyo", "singapore"]
+    ranked = rank_sources(fabric, "shanghai", sites, down_circuits=(), down_sites={"singapore"})
+    assert ranked == ["tokyo", "singapore"]
 
 
 def test_a_transfer_on_the_wire_has_its_eta_seconds_and_reported_paths(fabric: Fabric) -> None:

@@ -195,8 +195,8 @@ def test_push_refuses_without_a_version_a_source_or_a_known_root(store: Store) -
     scanned(store)
     with pytest.raises(NotFoundError, match=f"has no version {OTHER}"):
         store.push("ds", "singapore", now=2.0, rank=as_given, root=OTHER)
-    with pytest.raises(ConflictError, match="site shanghai holds no complete replica"):
-        store.push("ds", "singapore", now=2.0, rank=as_given, src="shanghai")
+    with pytest.raises(ConflictError, match="site singapore holds no complete replica"):
+        store.push("ds", "shanghai", now=2.0, rank=as_given, src="singapore")
     store.record_data("tokyo", DataSync(), now=3.0)  # tokyo no longer holds it
     with pytest.raises(ConflictError, match="no site holds a complete replica"):
         store.push("ds", "singapore", now=4.0, rank=as_given)
@@ -234,17 +234,17 @@ def test_push_to_a_site_that_has_it_all_is_done_at_once(store: Store) -> None:
 
 def test_the_source_is_the_first_the_ranking_names(store: Store) -> None:
     scanned(store)
-    synced(store, "shanghai")
+    synced(store, "singapore")
     held = ReplicaHeld(dataset="ds", root=ROOT, state="complete", bytes_present=GB, path="/s")
-    store.record_data("shanghai", DataSync(replicas=(held,)), now=3.0)
+    store.record_data("singapore", DataSync(replicas=(held,)), now=3.0)
     asked: list[Sequence[str]] = []
 
     def rank(sites: Sequence[str]) -> Sequence[str]:
         asked.append(sites)
         return sorted(sites, reverse=True)
 
-    t = store.push("ds", "singapore", now=4.0, rank=rank).transfer
-    assert (asked, t.src) == ([["shanghai", "tokyo"]], "tokyo")
+    t = store.push("ds", "shanghai", now=4.0, rank=rank).transfer
+    assert (asked, t.src) == ([["singapore", "tokyo"]], "tokyo")
 
 
 def test_transfer_reports_from_the_destination_drive_it_to_done(store: Store) -> None:

@@ -25,33 +25,33 @@ DATA = {s: Hop(f"10.211.0.{i + 1}", 7470) for i, s in enumerate(FABRIC.site_name
 
 
 def test_a_push_uses_both_direct_circuits_and_the_relay_at_once() -> None:
-    paths = plan_paths(FABRIC, "shanghai", "singapore", down=frozenset(), ends=ENDS, data=DATA)
+    paths = plan_paths(FABRIC, "singapore", "shanghai", down=frozenset(), ends=ENDS, data=DATA)
     by_name = {p.name: p for p in paths}
-    assert set(by_name) == {"sha-sin-hk", "sha-sin-tw", "sin-tyo+sha-tyo"}
-    assert by_name["sha-sin-hk"].hops == (Hop("10.212.0.1", 7470),)
-    relay = by_name["sin-tyo+sha-tyo"]
+    assert set(by_name) == {"sha-sin-hk", "sha-sin-tw", "sha-tyo+sin-tyo"}
+    assert by_name["sha-sin-hk"].hops == (Hop("10.212.0.2", 7470),)
+    relay = by_name["sha-tyo+sin-tyo"]
     assert relay.relay == "tokyo"
-    assert relay.hops == (Hop("10.212.3.2", 7470), Hop("10.212.2.1", 7470))
+    assert relay.hops == (Hop("10.212.2.2", 7470), Hop("10.212.3.1", 7470))
     assert relay.rate_bps == 0.5e9  # half of the smaller leg, 1 Gbit/s: Tokyo's traffic first
     assert by_name["sha-sin-hk"].rate_bps == 1e9
 
 
 def test_when_the_direct_circuits_are_down_the_relay_carries_the_push() -> None:
     down = frozenset({"sha-sin-hk", "sha-sin-tw"})
-    paths = plan_paths(FABRIC, "shanghai", "singapore", down=down, ends=ENDS, data=DATA)
+    paths = plan_paths(FABRIC, "singapore", "shanghai", down=down, ends=ENDS, data=DATA)
     assert [p.relay for p in paths] == ["tokyo"]
 
 
 def test_without_circuit_addresses_the_kernel_routes_to_the_data_endpoint() -> None:
-    paths = plan_paths(FABRIC, "shanghai", "singapore", down=frozenset(), ends={}, data=DATA)
-    assert [(p.name, p.hops) for p in paths] == [("default", (DATA["shanghai"],))]
-    assert plan_paths(FABRIC, "shanghai", "tokyo", down=frozenset(), ends={}, data={}) == []
+    paths = plan_paths(FABRIC, "singapore", "shanghai", down=frozenset(), ends={}, data=DATA)
+    assert [(p.name, p.hops) for p in paths] == [("default", (DATA["singapore"],))]
+    assert plan_paths(FABRIC, "singapore", "tokyo", down=frozenset(), ends={}, data={}) == []
 
 
 def test_uncapped_etiquette_gives_the_fabrics_max_flow() -> None:
     free = Etiquette(bulk_share=None, relay_share=None)
     paths = plan_paths(
-        FABRIC, "shanghai", "singapore", down=frozenset(), ends=ENDS, data=DATA, etiquette=free
+        FABRIC, "singapore", "shanghai", down=frozenset(), ends=ENDS, data=DATA, etiquette=free
     )
     assert all(p.rate_bps is None for p in paths) and len(paths) == 3
 
