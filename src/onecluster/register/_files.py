@@ -41,10 +41,12 @@ __all__ = [
 ]
 
 ENTRIES = "entries.jsonl"
-#: The batch being written: its first seq and leaf hashes, set (and fsync'd) before its
-#: entries are written, emptied once its checkpoint is durable.  After a crash it tells the
-#: entries of that batch — which may be dropped, their append never returned — from
-#: entries added by hand, or covered by a checkpoint someone deleted, which are refused.
+#: The batch being written: its first seq and leaf hashes on the file's first line, set (and
+#: fsync'd) before its entries are written, emptied (an empty first line) once its
+#: checkpoint is durable; bytes after the first line are leftovers of larger batches.  After
+#: a crash it tells the entries of that batch — which may be dropped, their append never
+#: returned — from entries added by hand, or covered by a checkpoint someone deleted, which
+#: are refused.
 PENDING = "pending.json"
 CHECKPOINTS = "checkpoints.jsonl"
 PUBLIC_KEY = "public.key"
@@ -171,9 +173,10 @@ def pending_record(first: int, leaves: list[bytes]) -> bytes:
 
 
 def parse_pending(data: bytes) -> tuple[int, list[bytes]] | None:
-    """(first seq, leaf hashes) of the batch ``pending.json`` names, or ``None``."""
+    """(first seq, leaf hashes) of the batch ``pending.json`` names (on its first line), or
+    ``None``."""
     try:
-        record = json.loads(data.decode("utf-8"))
+        record = json.loads(data.split(b"\n", 1)[0].decode("utf-8"))
         first, leaves = record["first"], [bytes.fromhex(h) for h in record["leaves"]]
     except (UnicodeDecodeError, ValueError, TypeError, KeyError):
         return None

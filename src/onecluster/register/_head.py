@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -28,8 +29,15 @@ __all__ = ["Receipt", "SignedHead", "parse_utc", "utc_iso"]
 
 def utc_iso(seconds: float) -> str:
     """``seconds`` since the epoch as UTC ISO 8601 with microseconds and a ``Z``."""
-    moment = datetime.fromtimestamp(seconds, UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    micros = round(seconds * 1_000_000)
+    whole, fraction = divmod(micros, 1_000_000)
+    return f"{_second(whole)}.{fraction:06d}Z"
+
+
+@functools.lru_cache(maxsize=4)
+def _second(whole: int) -> str:
+    """The date and time of a whole second (cached: every append formats one)."""
+    return datetime.fromtimestamp(whole, UTC).strftime("%Y-%m-%dT%H:%M:%S")
 
 
 @dataclass(frozen=True, slots=True)

@@ -66,7 +66,11 @@ def lock_directory(directory: Path) -> int:
     directory itself, released when the returned descriptor is closed or the process
     dies); :class:`ConflictError` when another :class:`Register` holds it."""
     _ensure_directory(directory)
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as exc:
+        msg = f"cannot open the register directory {directory}: {exc.strerror or exc}"
+        raise StorageError(msg) from exc
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError as exc:
