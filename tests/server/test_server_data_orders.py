@@ -198,3 +198,19 @@ def test_circuit_rates_come_from_two_samples_and_the_busier_end(fabric: Fabric) 
     assert rates.rates(17.0) == {}  # both ends went silent
     rates.observe("shanghai", {"sha-tyo": 5}, 18.0)  # the agent restarted: no rate yet
     assert rates.rates(18.0) == {}
+
+
+def test_a_transfer_out_of_a_site_that_controls_exports_never_relays_abroad(
+    fabric: Fabric,
+) -> None:
+    """Shanghai (CN) controls exports: its transfers take their direct circuits only, and
+    wait when those are down, rather than be copied through Tokyo (JP) on the way."""
+    outbound = transfer(src="shanghai", dst="singapore")
+    names = {p.name for p in planner(fabric).paths(outbound)}
+    assert names == {"sha-sin-hk", "sha-sin-tw"}
+    cut = planner(fabric, down=frozenset({"sha-sin-hk", "sha-sin-tw"}))
+    assert cut.paths(outbound) == []
+    tokyo = data_orders("tokyo", DataWork(transfers=(outbound,)), planner(fabric))
+    assert tokyo.serve == [] and tokyo.receive == []
+    # Into Shanghai, the relay through Tokyo stays.
+    assert "sha-tyo+sin-tyo" in {p.name for p in cut.paths(transfer())}

@@ -25,7 +25,7 @@ from onecluster.client import Client
 from onecluster.errors import ConflictError, ForbiddenError, IntegrityError
 from onecluster.export import find, merkle
 from onecluster.register import verify
-from onecluster.schema import ApprovalIn, DatasetAdd, ExportIn, PushIn, RevokeIn
+from onecluster.schema import ApprovalIn, DatasetAdd, ExportIn, JobSubmit, PushIn, RevokeIn
 
 if TYPE_CHECKING:
     from conftest import RunningServer
@@ -293,3 +293,63 @@ def test_a_byte_edited_in_the_stored_register_is_named_by_verify(
     entries.write_bytes(b"\n".join(lines))
     with pytest.raises(IntegrityError, match=r"entry 1\b"):
         verify(directory)
+
+
+def test_a_malformed_row_refuses_the_export_naming_it_and_nothing_is_sent(
+    server: RunningServer, planes: dict[str, SiteData], tmp_path: Path
+) -> None:
+    tree = patients(tmp_path / "patients")
+    with (tree / "patients.csv").open("a") as out:
+        out.write('person 9,"unclosed,13900000000\n')
+    _register_dataset(server, planes, tree)
+    member, bob, _, auditor = _people(server)
+    approval = bob.approve(member.request_approval(_approval_body()).id)
+    export = member.start_export(ExportIn(dataset="patients", to="singapore", approval=approval.id))
+    _until(server, planes, lambda: member.export(export.id).state != "preparing")
+    refused = member.export(export.id)
+    assert refused.state == "refused" and refused.transfer is None
+    assert refused.error is not None and "patients.csv" in refused.error
+    assert "line 7" in refused.error or "row" in refused.error, refused.error
+    assert member.transfers(state="all") == []
+    [entry] = [e for e in _entries(auditor) if e["export"] == export.id]
+    assert entry["type"] == "refused" and "patients.csv" in str(entry["reason"])
+    # Nothing de-identified is left behind at Shanghai either.
+    assert not any((tmp_path / "planes" / "shanghai" / "exports").glob("*/*"))
+
+
+def test_personal_data_under_an_approval_that_says_none_is_refused(
+    server: RunningServer, planes: dict[str, SiteData], tmp_path: Path
+) -> None:
+    _register_dataset(server, planes, patients(tmp_path / "patients"))
+    member, bob, _, _ = _people(server)
+    body = _approval_body(personal=False, route="exempt", route_ref="2024-Provisions Art.5(1)")
+    approval = bob.approve(member.request_approval(body).id)
+    export = member.start_export(ExportIn(dataset="patients", to="singapore", approval=approval.id))
+    _until(server, planes, lambda: member.export(export.id).state != "preparing")
+    refused = member.export(export.id)
+    assert refused.state == "refused"
+    assert refused.error is not None and "found 5 individuals" in refused.error
+
+
+def test_a_prefetch_out_of_shanghai_is_refused_recorded_and_fails_its_job(
+    server: RunningServer, planes: dict[str, SiteData], tmp_path: Path
+) -> None:
+    _register_dataset(server, planes, patients(tmp_path / "patients"))
+    member, *_, auditor = _people(server)
+    job = member.submit(
+        JobSubmit(
+            team="llm",
+            gpus=8,
+            duration_s=60.0,
+            gpu_types=["H100"],  # Singapore's and Tokyo's only
+            dataset="patients",
+            command=["true"],
+        )
+    )
+    _until(server, planes, lambda: member.job(job.id).state in ("failed", "completed"))
+    failed = member.job(job.id)
+    assert failed.state == "failed"
+    assert failed.reason is not None and "controls exports" in failed.reason, failed.reason
+    [entry] = [e for e in _entries(auditor) if e["type"] == "refused"]
+    assert (entry["via"], entry["job"], entry["source"]) == ("prefetch", job.id, "shanghai")
+    assert member.transfers(state="all") == []

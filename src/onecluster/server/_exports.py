@@ -40,7 +40,13 @@ from onecluster.errors import (
     PlatformError,
     UnavailableError,
 )
-from onecluster.export import DETECTOR_VERSION, is_export, merkle, profile_from_bytes
+from onecluster.export import (
+    DETECTOR_VERSION,
+    is_export,
+    merkle,
+    profile_from_bytes,
+    required_route,
+)
 from onecluster.model import Fabric
 from onecluster.register import Register
 from onecluster.schema import ApprovalIn, ExportIn
@@ -319,8 +325,27 @@ class ExportControl:
             return 1
         report = deid or {}
         seq = self._intents.get(export.id)
+        year, year_sensitive = self.store.year_individuals(_year_start(now))
+        year += int(report.get("individuals", 0))
+        year_sensitive += int(report.get("individuals_sensitive", 0))
+        needed = required_route(year, min(year_sensitive, year))
+        found = int(report.get("individuals", 0))
+        refusal = None
+        if not approval.personal and found:
+            refusal = (
+                f"approval {approval.id} says the data holds no personal information, but its "
+                f"de-identification found {found} individuals"
+            )
+        elif _ROUTE_RANK[approval.route] < _ROUTE_RANK[needed.route.value.lower()]:
+            refusal = (
+                f"approval {approval.id} is under {approval.route}, but this export brings the "
+                f"year to {needed.reason}, which needs {needed.route.value.lower()}"
+            )
+        if seq is None and refusal is not None:
+            end = self._refusal_entry(export, facts, refusal)
+            self.store.export_ended(export.id, "refused", end_seq=end, error=refusal, now=now)
+            return 1
         if seq is None:
-            year, year_sensitive = self.store.year_individuals(_year_start(now))
             seq = self._append(
                 {
                     **facts,
@@ -349,9 +374,10 @@ class ExportControl:
                     "findings": report.get("findings", {}),
                     "individuals": report.get("individuals", 0),
                     "individuals_sensitive": report.get("individuals_sensitive", 0),
-                    "year_individuals": year + int(report.get("individuals", 0)),
-                    "year_individuals_sensitive": year_sensitive
-                    + int(report.get("individuals_sensitive", 0)),
+                    "year_individuals": year,
+                    "year_individuals_sensitive": year_sensitive,
+                    "route_required": needed.route.value.lower(),
+                    "route_warning": needed.warning,
                 }
             )
             self._intents[export.id] = seq
@@ -406,6 +432,15 @@ class ExportControl:
             seq = self._append({**facts, "type": "refused", "reason": reason})
             self._ends[export.id] = seq
         return seq
+
+
+#: The legal routes from the weakest; a certification has a standard contract's ceiling.
+_ROUTE_RANK = {
+    "exempt": 0,
+    "standard_contract": 1,
+    "certification": 1,
+    "security_assessment": 2,
+}
 
 
 def _facts(export: ExportRecord) -> dict[str, Any]:
