@@ -46,3 +46,15 @@ def test_a_flag_the_server_refuses_is_an_error_naming_its_log(tmp_path: Path) ->
         with pytest.raises(BackendError, match="server") as caught:
             wait_server(launcher, server, timeout_s=60)
         assert "relay-share" in (caught.value.hint or "")
+
+
+def test_an_agent_s_de_identification_key_is_made_once_private_and_kept(tmp_path: Path) -> None:
+    from onecluster.cli._agent import _deid_key
+    from onecluster.launch._stack import deid_key_file
+
+    key = deid_key_file(tmp_path / "agent")
+    assert key.stat().st_mode & 0o777 == 0o600
+    first = key.read_bytes()
+    assert deid_key_file(tmp_path / "agent").read_bytes() == first  # kept across restarts
+    assert _deid_key(key, None) == first.strip()
+    assert _deid_key(None, None) is None  # no key: this site cannot be an export's source

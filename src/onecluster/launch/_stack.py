@@ -6,6 +6,8 @@ the agent's token in its environment, and a server that counts as started once i
 
 from __future__ import annotations
 
+import os
+import secrets
 import socket
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -22,6 +24,7 @@ __all__ = [
     "SERVER_URL_FILE",
     "StartedServer",
     "admin_token",
+    "deid_key_file",
     "free_port",
     "start_agent",
     "start_server",
@@ -125,12 +128,27 @@ def start_agent(
     """Mint an agent token for ``site`` and start ``onecluster agent`` for it as
     ``agent-<site>``, with ``extra`` flags, its command line passed through ``wrap`` (to run
     it in a network namespace, say).  The token goes in its environment (``env`` plus
-    ``ONECLUSTER_TOKEN``), not on the command line, where any local user could read it."""
+    ``ONECLUSTER_TOKEN``), not on the command line, where any local user could read it.
+    The site's de-identification key for exports is ``<work_dir>/deid.key``, made (random,
+    0600) on the first start and kept, so its pseudonyms stay the same across restarts."""
     token = admin.create_token(TokenCreate(role="agent", site=site)).token
+    key = deid_key_file(work_dir)
     argv = _cli(
         python, "--server", str(admin.base_url), "agent", "--site", site,
-        "--fabric", str(fabric), "--work-dir", str(work_dir), *extra,
+        "--fabric", str(fabric), "--work-dir", str(work_dir), "--deid-key-file", str(key),
+        *extra,
     )  # fmt: skip
     return launcher.start(
         f"agent-{site}", wrap(argv) if wrap else argv, env={**env, "ONECLUSTER_TOKEN": token}
     )
+
+
+def deid_key_file(work_dir: Path) -> Path:
+    """``<work_dir>/deid.key``: 32 random bytes (hex), made once, readable by its owner only."""
+    key = work_dir / "deid.key"
+    if not key.exists():
+        work_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(secrets.token_hex(32) + "\n")
+    return key
