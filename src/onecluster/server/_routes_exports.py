@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import tempfile
+from dataclasses import asdict
 from pathlib import Path as FilePath
 from typing import Annotated, Any
 
@@ -263,55 +264,12 @@ def register_bundle(month: Month, control: Control, caller: Caller) -> RegisterB
 
 
 def approval_out(a: ApprovalRecord) -> ApprovalOut:
-    """An approval on the wire."""
-    return ApprovalOut(
-        id=a.id,
-        state=a.state,
-        dataset=a.dataset,
-        destinations=list(a.destinations),
-        purpose=a.purpose,
-        categories=list(a.categories),
-        personal=a.personal,
-        sensitive=a.sensitive,
-        route=a.route,
-        route_ref=a.route_ref,
-        profile=a.profile,
-        requester=a.requester,
-        approver=a.approver,
-        valid_from=a.valid_from,
-        valid_until=a.valid_until,
-        max_bytes=a.max_bytes,
-        max_exports=a.max_exports,
-        bytes_used=a.bytes_used,
-        exports_used=a.exports_used,
-        reason=a.reason,
-        created_at=a.created_at,
-        decided_at=a.decided_at,
-    )
+    """An approval on the wire (its requester's token id stays inside)."""
+    return ApprovalOut.model_validate(asdict(a))
 
 
 def export_out(x: ExportRecord) -> ExportOut:
     """An export on the wire."""
-    return ExportOut(
-        id=x.id,
-        state=x.state,
-        approval=x.approval_id,
-        dataset=x.dataset,
-        version=x.root,
-        src=x.src,
-        dst=x.dst,
-        requester=x.requester,
-        export_dataset=x.export_dataset,
-        content_hash=x.content_hash,
-        bytes=x.bytes,
-        files=x.files,
-        individuals=x.individuals,
-        individuals_sensitive=x.individuals_sensitive,
-        findings={k: int(v) for k, v in x.findings.items()},
-        transfer=x.transfer_id,
-        intent_seq=x.intent_seq,
-        end_seq=x.end_seq,
-        error=x.error,
-        created_at=x.created_at,
-        finished_at=x.finished_at,
-    )
+    fields = asdict(x)
+    renamed = {"approval_id": "approval", "root": "version", "transfer_id": "transfer"}
+    return ExportOut.model_validate({renamed.get(k, k): v for k, v in fields.items()})
