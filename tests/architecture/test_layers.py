@@ -36,6 +36,7 @@ LAYER = {
     "reports": 2,
     "transfer": 2,
     "export": 2,
+    "planner": 2,
     "simulate": 3,
     "schema": 3,
     "store": 4,
@@ -64,7 +65,7 @@ ROOT_NAMES = {"__version__"}
 
 # The pure cores: decisions as functions of state, with injected time.  They may import
 # only these standard modules (no I/O, no threads or locks, no clock, no pydantic).
-PURE = {"model", "topology", "scheduler"}
+PURE = {"model", "topology", "scheduler", "planner"}
 PURE_STDLIB = {
     "__future__",
     "abc",
