@@ -271,7 +271,7 @@ def _render(fabric_name: str, result: Plan) -> None:
             m.label,
             f"{m.step_s:.3g}",
             f"{m.utilisation:.1%}",
-            f"{m.penalty:+.1%}",
+            f"{m.penalty:+,.1%}" if m.penalty < 10 else f"{m.penalty:+,.0%}",
             f"{m.sync_s:.3g}",
             m.binding,
             f"{m.wan_bytes_per_site / 1e9:.3g}",
@@ -291,7 +291,7 @@ def _render(fabric_name: str, result: Plan) -> None:
     burst = "" if c.burst_gbps_per_node is None else f", burst {_gbps(c.burst_gbps_per_node)}"
     console.print(
         f"  bandwidth / node  average {c.average_gbps_per_node:.3g} Gbit/s{burst}; the WAN "
-        f"gives {c.available_gbps_per_node:.3g}, the site {c.in_site_gbps_per_node:.3g} "
+        f"gives {c.available_gbps_per_node:.3g}, the site {c.in_site_gbps_per_node:,.0f} "
         f"({c.oversubscription:,.0f}× oversubscribed)"
     )
     r = c.recovery
