@@ -55,6 +55,7 @@ bench: install
 	$(BIN)/python benchmarks/bench_policies.py
 	$(BIN)/python benchmarks/bench_api.py
 	$(BIN)/python benchmarks/bench_gateway.py
+	$(BIN)/python benchmarks/bench_planner.py
 
 ## make bench-lab: the lab's benchmarks (root): emulator fidelity, recovery from cuts and flaps,
 ## and moving datasets against one TCP stream and rsync (about 10 minutes).
