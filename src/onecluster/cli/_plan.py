@@ -179,7 +179,14 @@ def plan_command(
 ) -> None:
     """Predict step time, utilisation and WAN bandwidth of DDP and DiLoCo across sites."""
     from onecluster.fabric import load_fabric
-    from onecluster.planner import PlanInputs, SitePlan, fabric_notes, plan, ring_from_fabric
+    from onecluster.planner import (
+        GPUS_PER_NODE,
+        PlanInputs,
+        SitePlan,
+        fabric_notes,
+        plan,
+        ring_from_fabric,
+    )
 
     if (gpus_per_site is None) == (nodes_per_site is None):
         msg = "plan needs exactly one of --gpus-per-site and --nodes-per-site"
@@ -190,7 +197,7 @@ def plan_command(
         what="--gpus-per-site" if gpus_per_site is not None else "--nodes-per-site",
     )
     order, hops = ring_from_fabric(fabric, _chosen_sites(fabric.site_names, sites, counts))
-    per_node = 1 if gpus_per_site is not None else (gpus_per_node or 8)
+    per_node = 1 if gpus_per_site is not None else (gpus_per_node or GPUS_PER_NODE)
     options: dict[str, Any] = {
         "gpus_per_node": gpus_per_node,
         "gpu_type": gpu_type,

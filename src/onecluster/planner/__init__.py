@@ -18,7 +18,14 @@ from onecluster.planner._collectives import (
     wan_rate,
 )
 from onecluster.planner._gpus import PEAK_TFLOPS, peak_tflops
-from onecluster.planner._inputs import BITS, KM_PER_RTT_MS, PlanInputs, SitePlan, WanHop
+from onecluster.planner._inputs import (
+    BITS,
+    GPUS_PER_NODE,
+    KM_PER_RTT_MS,
+    PlanInputs,
+    SitePlan,
+    WanHop,
+)
 from onecluster.planner._links import MAX_RING_SITES, fabric_notes, hop_between, ring_from_fabric
 from onecluster.planner._modes import (
     DDP_FLAT,
@@ -42,6 +49,7 @@ __all__ = [
     "DDP_HIERARCHICAL",
     "DILOCO",
     "DILOCO_STREAMING",
+    "GPUS_PER_NODE",
     "KM_PER_RTT_MS",
     "MAX_RING_SITES",
     "MODES",

@@ -16,6 +16,7 @@ from onecluster.planner._gpus import peak_tflops
 
 __all__ = [
     "BITS",
+    "GPUS_PER_NODE",
     "KM_PER_RTT_MS",
     "PlanInputs",
     "SitePlan",
@@ -27,6 +28,9 @@ BITS = (4, 8, 16, 32)
 
 #: Fibre route per millisecond of RTT: 9.8 µs/km round trip in G.652 fibre (``fabric.md`` §0).
 KM_PER_RTT_MS = 102.0
+
+#: GPUs per node unless ``--gpus-per-node`` says otherwise (HGX nodes).
+GPUS_PER_NODE = 8
 
 _MIB = 1 << 20
 
@@ -129,7 +133,7 @@ class PlanInputs:
     mfu: float = 0.40
     tokens_per_step: float = 4 * _MIB
     step_time_s: float | None = None
-    gpus_per_node: int = 8
+    gpus_per_node: int = GPUS_PER_NODE
     nic_gbps: float | None = None
     intra_gbps: float = 400.0
     bytes_per_param: float = 2.0
