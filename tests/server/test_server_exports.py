@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from onecluster.agent._data import SiteData
 from onecluster.client import Client
-from onecluster.errors import ConflictError, ForbiddenError, IntegrityError
+from onecluster.errors import ConflictError, ForbiddenError, IntegrityError, UnavailableError
 from onecluster.export import find, merkle
 from onecluster.register import verify
 from onecluster.schema import ApprovalIn, DatasetAdd, ExportIn, JobSubmit, PushIn, RevokeIn
@@ -353,3 +353,24 @@ def test_a_prefetch_out_of_shanghai_is_refused_recorded_and_fails_its_job(
     [entry] = [e for e in _entries(auditor) if e["type"] == "refused"]
     assert (entry["via"], entry["job"], entry["source"]) == ("prefetch", job.id, "shanghai")
     assert member.transfers(state="all") == []
+
+
+def test_a_register_replaced_by_an_empty_one_refuses_every_export(
+    server: RunningServer, planes: dict[str, SiteData], tmp_path: Path
+) -> None:
+    """The database names entries the register no longer holds: it was moved, emptied or
+    rolled back, and the server says so instead of starting over with a new key."""
+    _register_dataset(server, planes, patients(tmp_path / "patients"))
+    member, bob, _, _ = _people(server)
+    approval = bob.approve(member.request_approval(_approval_body()).id)
+    export = member.start_export(ExportIn(dataset="patients", to="singapore", approval=approval.id))
+    _until(server, planes, lambda: member.export(export.id).state == "done")
+    server.stop()
+    register = server.config.state_dir / "register"
+    register.rename(tmp_path / "moved-register")
+    server.start()
+    member, bob, _, auditor = _people(server)
+    with pytest.raises(UnavailableError, match="replaced or rolled back"):
+        member.start_export(ExportIn(dataset="patients", to="singapore", approval=approval.id))
+    with pytest.raises(UnavailableError):
+        auditor.register_head()

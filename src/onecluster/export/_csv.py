@@ -19,6 +19,7 @@ import csv
 from collections.abc import Iterator
 from typing import BinaryIO
 
+from onecluster.export._detect import find
 from onecluster.export._errors import MalformedInputError
 from onecluster.export._rules import Action
 from onecluster.export._sink import HashingSink
@@ -72,6 +73,16 @@ def transform_csv(
             return
         bom = bool(header) and header[0].startswith(_BOM)
         names = [header[0].removeprefix(_BOM), *header[1:]] if bom else header
+        for cell in names:  # a header is written out as it is: it must hold no identifier
+            found = find(cell)
+            if found:
+                msg = (
+                    f"{name}: line 1, read as the header, holds an identifier "
+                    f"({found[0].kind}): the file seems to have no header row"
+                )
+                raise MalformedInputError(
+                    msg, where="line 1", hint="add a header row naming the columns"
+                )
         transformer.profile.check_columns(names, source=f"the header of {name}")
         rules = [transformer.profile.rule(column) for column in names]
         kept = [i for i, rule in enumerate(rules) if rule.action is not Action.DROP]

@@ -11,8 +11,9 @@ digit, ``@`` or ``:``; only those go through the detectors), integer columns (va
 digits or more, the shortest identifier), and strings and integers nested in lists,
 structs and maps.  An identifier found in an integer cannot be replaced by a token in a
 column of integers: the run is refused, naming the column, so that the profile declares
-it (pseudonym, mask or drop) and the column becomes a string.  Other types (floats,
-booleans, dates, binary) are not scanned.
+it (pseudonym, mask or drop) and the column becomes a string.  Floats are read as
+integers; binary columns cannot be read and are refused unless the profile declares them;
+booleans and dates are not scanned.
 
 Refused (:class:`MalformedInputError`): a file whose footer does not decode (not Parquet,
 truncated), and a row group that does not decode, named with its byte range and, where one
@@ -152,8 +153,18 @@ def _scan(
     kind = column.source
     if pa.types.is_string(kind) or pa.types.is_large_string(kind):
         hit = pc.match_substring_regex(array, _suspect()).fill_null(False)
-    elif pa.types.is_integer(kind):
+    elif pa.types.is_integer(kind) or pa.types.is_floating(kind):
         hit = pc.greater_equal(array, pa.scalar(_SHORTEST)).fill_null(False)
+    elif (
+        pa.types.is_binary(kind)
+        or pa.types.is_large_binary(kind)
+        or pa.types.is_fixed_size_binary(kind)
+    ):
+        if not pc.any(pc.is_valid(array)).as_py():
+            return array
+        msg = f"{name}: column {column.name!r} holds binary values, which the detectors cannot read"
+        hint = f"declare {column.name!r} in the profile: drop it, or keep it if not personal"
+        raise ProfileError(msg, hint=hint)
     elif pa.types.is_nested(kind):
         hit = pc.is_valid(array)
     else:
@@ -183,6 +194,15 @@ def _walk(operate: Operation, value: Any, column: str, name: str, row: int) -> A
     """``value`` with its strings scanned; an identifier in an integer is refused."""
     if isinstance(value, str):
         return operate(value)
+    if isinstance(value, float) and value.is_integer():
+        value_text = str(int(value))
+        if operate(value_text) != value_text:
+            msg = (
+                f"{name}: column {column!r} holds an identifier stored as a number (row "
+                f"{row} of its batch), which no token can replace in a numeric column"
+            )
+            raise ProfileError(msg, hint=f"declare {column!r} in the profile")
+        return value
     if isinstance(value, int) and not isinstance(value, bool):
         if operate(str(value)) != str(value):
             msg = (

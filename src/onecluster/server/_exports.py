@@ -103,9 +103,32 @@ class ExportControl:
                 export = entry.get("export")
                 if isinstance(export, str) and entry.get("type") == "intent":
                     self._intents[export] = int(entry["seq"])
-                elif isinstance(export, str) and entry.get("type") in ("complete", "failed"):
+                elif isinstance(export, str) and entry.get("type") in (
+                    "complete",
+                    "failed",
+                    "refused",
+                ):
                     self._ends[export] = int(entry["seq"])
+        if self.register is not None:
+            self._check_not_replaced(register_dir)
         data.refuse = self.refuse
+
+    def _check_not_replaced(self, register_dir: Path) -> None:
+        """Refuse a register that holds fewer entries than the exports name: it was
+        replaced, emptied or rolled back (a new key would sign whatever it is told)."""
+        assert self.register is not None
+        try:
+            highest = self.store.highest_register_seq()
+        except PlatformError:
+            return  # the database is down: the first export will say so
+        if highest >= self.register.size:
+            self.register_error = (
+                f"the export register in {register_dir} holds {self.register.size} entries, "
+                f"but the exports name entry {highest}: it was replaced or rolled back"
+            )
+            _log.error("%s; every export is refused until it is restored", self.register_error)
+            self.register.close()
+            self.register = None
 
     def close(self) -> None:
         """Close the register."""
@@ -481,7 +504,9 @@ def _refusal(  # noqa: PLR0917 -- the facts of one decision
         return f"approval {a.id} was asked for by {a.requester}, not by {who.identity}"
     if who is not None and a.max_exports is not None and a.exports_used >= a.max_exports:
         return f"approval {a.id} allows {a.max_exports} exports and all were made"
-    if a.bytes_used + extra_bytes > a.max_bytes:
+    if a.bytes_used + extra_bytes > a.max_bytes or (
+        not extra_bytes and a.bytes_used >= a.max_bytes
+    ):
         return (
             f"approval {a.id} allows {a.max_bytes} bytes; {a.bytes_used} were exported and "
             f"this export is {extra_bytes} more"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, cast
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -266,6 +266,9 @@ class Exports(Transactions):
             if row.state not in ACTIVE_EXPORT_STATES:
                 return _export_out(s, row)
             row.state, row.end_seq, row.error, row.finished_at = state, end_seq, error, now
+            if state == "refused":  # nothing left: the approval's export is given back
+                approval = _approval(s, row.approval_id, lock=True)
+                approval.exports_used = max(0, approval.exports_used - 1)
             if row.scan_id and state != "done":
                 scan = s.get(ScanRow, row.scan_id, with_for_update=True)
                 if scan is not None and scan.state in ("queued", "scanning"):
@@ -279,6 +282,17 @@ class Exports(Transactions):
             return _export_out(s, row)
 
         return self._run(work)
+
+    def highest_register_seq(self) -> int:
+        """The highest register entry any export names (-1: none)."""
+
+        def work(s: Session) -> int:
+            top = s.execute(
+                select(func.max(ExportRow.intent_seq), func.max(ExportRow.end_seq))
+            ).one()
+            return max((v for v in top if v is not None), default=-1)
+
+        return self._read(work)
 
     def year_individuals(self, since: float) -> tuple[int, int]:
         """Individuals exported since ``since`` (sums over exports: an upper bound of the
