@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import shutil
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -279,3 +280,33 @@ def test_a_bundle_re_signed_with_another_key_fails_against_the_pinned_key(
     with pytest.raises(IntegrityError, match="signed header"):
         verify(copy, public_key=other)
     assert verify(copy, public_key=register.public_key()).entries_checked == 6
+
+
+@pytest.mark.parametrize(
+    ("name", "edit"),
+    [
+        ("exports.csv", lambda b: b + b"x-forged,complete\r\n"),
+        ("exports.json", lambda b: b.replace(b'"', b' "', 1)),
+        ("register.html", lambda b: b.replace(b"<h1>", b"<h1>Approved: ", 1)),
+    ],
+)
+def test_an_edited_view_of_the_bundle_fails_verify(
+    november: tuple[Register, Path], name: str, edit: object
+) -> None:
+    """Regulators read the CSV and the HTML: an edit there must not pass as verified."""
+    _, bundle = november
+    target = bundle / name
+    before = target.read_bytes()
+    target.write_bytes(edit(before))  # type: ignore[operator]
+    assert target.read_bytes() != before
+    with pytest.raises(
+        IntegrityError, match=re.escape(f"{name} is not what the verified entries make")
+    ):
+        verify(bundle)
+
+
+def test_a_file_added_to_the_bundle_fails_verify(november: tuple[Register, Path]) -> None:
+    _, bundle = november
+    (bundle / "extra.txt").write_text("an unsigned note\n")
+    with pytest.raises(IntegrityError, match=r"extra\.txt"):
+        verify(bundle)

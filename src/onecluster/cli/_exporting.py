@@ -138,7 +138,7 @@ def register_month(
             msg = f"the server sent a file outside the bundle: {name!r}"
             raise ValidationError(msg)
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text)
+        target.write_bytes(text.encode("utf-8"))  # byte for byte: the CSV ends lines in CRLF
         with target.open("rb") as handle:
             os.fsync(handle.fileno())
     out_console().print(

@@ -19,8 +19,10 @@ from onecluster.errors import IntegrityError
 from onecluster.export import merkle
 from onecluster.register._bundle import BUNDLE_FORMAT, header_message, month_bounds, pretty_json
 from onecluster.register._canonical import canonical, parse_entry
+from onecluster.register._exports import export_rows, rows_csv
 from onecluster.register._files import split_lines
 from onecluster.register._head import SignedHead
+from onecluster.register._html import render_html
 from onecluster.register._keys import check_signature, fingerprint
 from onecluster.register._report import VerifyReport
 
@@ -161,6 +163,7 @@ def verify_bundle(path: Path, key: bytes) -> VerifyReport:
     last = header.get("last_seq")
     if count and last != first + count - 1:
         raise _fail(f"bundle.json's last seq {last} is not {first} + {count} − 1")
+    _check_views(path, header, entries.lines, key)
     return VerifyReport(
         kind="bundle",
         size=head.size,
@@ -207,3 +210,37 @@ def _check_entry(
     at = entry.get("at")
     if not isinstance(at, str) or not month[0] <= at < month[1]:
         raise _fail(f"{name} is dated {at!r}, outside the bundle's month")
+
+
+#: The files a bundle holds; anything else in its directory is refused.
+_FILES = frozenset(
+    {
+        "bundle.json",
+        "entries.jsonl",
+        "proofs.jsonl",
+        "head.json",
+        "previous.json",
+        "public.key",
+        "exports.json",
+        "exports.csv",
+        "register.html",
+    }
+)
+
+
+def _check_views(path: Path, header: dict[str, Any], lines: list[bytes], key: bytes) -> None:
+    """The people's views (CSV, JSON, HTML) are exactly what the verified entries make:
+    regulators read them, so an edited view must not pass as verified."""
+    extra = sorted(p.name for p in path.iterdir() if p.name not in _FILES)
+    if extra:
+        raise _fail(f"the bundle holds files it never had: {', '.join(extra)}")
+    entries = [e for e in (parse_entry(line) for line in lines) if e is not None]
+    rows = export_rows(entries)
+    expected = {
+        "exports.json": pretty_json({"month": header["month"], "exports": rows}),
+        "exports.csv": rows_csv(rows).encode("utf-8"),
+        "register.html": render_html(header, rows, fingerprint(key)).encode("utf-8"),
+    }
+    for name, made in expected.items():
+        if _read(path / name) != made:
+            raise _fail(f"{name} is not what the verified entries make: it was edited")

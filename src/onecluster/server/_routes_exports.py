@@ -255,7 +255,9 @@ def register_bundle(month: Month, control: Control, caller: Caller) -> RegisterB
         out = FilePath(scratch) / "bundle"
         summary = write_bundle(register, month, out)
         files = {
-            str(p.relative_to(out)): p.read_text() for p in sorted(out.rglob("*")) if p.is_file()
+            str(p.relative_to(out)): p.read_bytes().decode("utf-8")
+            for p in sorted(out.rglob("*"))
+            if p.is_file()
         }
     return RegisterBundleOut(month=month, count=summary.count, files=files)
 
