@@ -242,3 +242,15 @@ def test_a_lost_signing_key_is_not_silently_replaced(tmp_path: Path) -> None:
     (tmp_path / "r" / "signing.key").unlink()
     with pytest.raises(IntegrityError, match=r"no signing\.key"):
         Register.open(tmp_path / "r")
+
+
+def test_the_root_of_any_earlier_size_is_the_rfc_head_of_those_entries(tmp_path: Path) -> None:
+    with Register.open(tmp_path / "r", clock=ManualClock(1_780_000_000.0), group_wait_s=0) as reg:
+        for n in range(11):
+            reg.append(intent(n))
+        leaves = [reg.entry_bytes(seq) for seq in range(reg.size)]
+        for size in range(reg.size + 1):
+            assert reg.root(size) == merkle.root(leaves[:size])
+        assert reg.root() == reg.head().root
+        with pytest.raises(ValidationError, match="no tree of 12 entries"):
+            reg.root(12)

@@ -374,3 +374,32 @@ def test_a_register_replaced_by_an_empty_one_refuses_every_export(
         member.start_export(ExportIn(dataset="patients", to="singapore", approval=approval.id))
     with pytest.raises(UnavailableError):
         auditor.register_head()
+
+
+def test_proofs_at_an_earlier_size_verify_against_that_size_s_root(
+    server: RunningServer, planes: dict[str, SiteData], tmp_path: Path
+) -> None:
+    _register_dataset(server, planes, patients(tmp_path / "patients"))
+    member, *_, auditor = _people(server)
+    for _ in range(3):
+        with pytest.raises(ForbiddenError):
+            member.push(PushIn.model_validate({"dataset": "patients", "to": "singapore"}))
+    leaves = [t.encode() for t in auditor.register_entries().entries]
+    inclusion = auditor.register_proof(seq=1, size=2)
+    assert inclusion.root == merkle.root(leaves[:2]).hex()
+    merkle.verify_inclusion(
+        1,
+        2,
+        merkle.leaf_hash(leaves[1]),
+        [bytes.fromhex(p) for p in inclusion.proof],
+        bytes.fromhex(inclusion.root),
+    )
+    head = auditor.register_head()
+    consistency = auditor.register_proof(size1=2)
+    merkle.verify_consistency(
+        2,
+        head.size,
+        [bytes.fromhex(p) for p in consistency.proof],
+        bytes.fromhex(inclusion.root),
+        bytes.fromhex(head.root),
+    )

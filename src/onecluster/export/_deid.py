@@ -1,6 +1,6 @@
 """De-identify one file: pick its format, stream it, hash what is written, put it in place.
 
-The output is written to a temporary file beside it (``.NAME.XXXX.part``), hashed with
+The output is written to a temporary file beside it (``.NAME.<random>.part``), hashed with
 SHA-256 as it is written, fsync'd, and renamed over the output only once the whole input
 has been read.  A refused or failed run removes the temporary file, so it leaves no output
 at all — never a partial file that could be mistaken for a de-identified one — and an

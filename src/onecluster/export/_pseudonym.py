@@ -54,7 +54,8 @@ class Pseudonymiser:
         return hmac.digest(self._key, message, "sha256")
 
     def token(self, kind: str, value: str, prefix: str) -> tuple[str, bytes]:
-        """``(token, digest)`` of ``value`` as a ``kind``; the token is ``prefix_XXXX…``.
+        """``(token, digest)`` of ``value`` as a ``kind``; the token is the prefix, ``_``
+        and 16 Base32 characters.
 
         The digest's first 16 bytes identify the value for counting (distinct individuals,
         distinct values per detector) without keeping the value itself.

@@ -332,6 +332,16 @@ class Register:
             out.append(entry)
         return out
 
+    def root(self, size: int | None = None) -> bytes:
+        """The tree head of the first ``size`` entries (default: :attr:`size`), from the
+        stored subtrees: O(log n), no entry read again."""
+        size = self._size if size is None else size
+        if not 0 <= size <= self._size:
+            msg = f"no tree of {size} entries (the register holds {self._size})"
+            raise ValidationError(msg)
+        with self._tree_lock:
+            return self._tree.root(size)
+
     def inclusion_proof(self, seq: int, size: int | None = None) -> list[bytes]:
         """The RFC 9162 inclusion proof of entry ``seq`` in the tree of ``size`` entries
         (default: :attr:`size`); check it against a signed head of that size."""

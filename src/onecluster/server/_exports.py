@@ -43,7 +43,6 @@ from onecluster.errors import (
 from onecluster.export import (
     DETECTOR_VERSION,
     is_export,
-    merkle,
     profile_from_bytes,
     required_route,
 )
@@ -140,14 +139,6 @@ class ExportControl:
     def readable(self) -> Register:
         """The register (:class:`UnavailableError` when it could not be opened)."""
         return self._register()
-
-    def root(self, size: int) -> str:
-        """The root (hex) of the register's first ``size`` entries."""
-        register = self._register()
-        tree = merkle.Tree()
-        for seq in range(size):
-            tree.append(register.entry_bytes(seq))
-        return tree.root().hex()
 
     def _register(self) -> Register:
         if self.register is None:

@@ -231,7 +231,7 @@ def register_proof(
             proof = register.consistency_proof(size1, size)
     except ValueError as exc:
         raise ValidationError(str(exc)) from exc
-    root = head.root.hex() if size == head.size else control.exports.root(size)
+    root = register.root(size).hex()
     return RegisterProofOut(
         kind="inclusion" if seq is not None else "consistency",
         seq=seq,
