@@ -97,17 +97,7 @@ class ExportControl:
             reason = exc.message if isinstance(exc, PlatformError) else str(exc)
             self.register_error = f"the export register in {register_dir} cannot be used: {reason}"
             _log.error("%s; every export is refused until it is mended", self.register_error)
-        else:
-            for entry in self.register.entries():
-                export = entry.get("export")
-                if isinstance(export, str) and entry.get("type") == "intent":
-                    self._intents[export] = int(entry["seq"])
-                elif isinstance(export, str) and entry.get("type") in (
-                    "complete",
-                    "failed",
-                    "refused",
-                ):
-                    self._ends[export] = int(entry["seq"])
+        self._indexed = False
         if self.register is not None:
             self._check_not_replaced(register_dir)
         data.refuse = self.refuse
@@ -128,6 +118,19 @@ class ExportControl:
             _log.error("%s; every export is refused until it is restored", self.register_error)
             self.register.close()
             self.register = None
+
+    def _index(self, register: Register) -> None:
+        """Find the intents and ends already in the register, once, the first time an
+        export is carried on (none at a start with no export under way)."""
+        if self._indexed:
+            return
+        for entry in register.entries():
+            export, kind = entry.get("export"), entry.get("type")
+            if isinstance(export, str) and kind == "intent":
+                self._intents[export] = int(entry["seq"])
+            elif isinstance(export, str) and kind in ("complete", "failed", "refused"):
+                self._ends[export] = int(entry["seq"])
+        self._indexed = True
 
     def close(self) -> None:
         """Close the register."""
@@ -307,7 +310,10 @@ class ExportControl:
             return 0
         moved = 0
         with self._lock:
-            for export in self.store.exports(active_only=True, limit=10_000):
+            active = self.store.exports(active_only=True, limit=10_000)
+            if active:
+                self._index(self.register)
+            for export in active:
                 try:
                     moved += self._step(export)
                 except PlatformError as exc:
