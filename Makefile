@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	@echo "==> installing onecluster and its tools into $(VENV) (the first time, or after pyproject.toml changed: about a minute)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --disable-pip-version-check --upgrade pip
-	$(BIN)/pip install --disable-pip-version-check -e '.[dev]'
+	$(BIN)/pip install --disable-pip-version-check -e '.[dev,training]'
 	@touch $(STAMP)
 	@echo "==> $(VENV) is ready"
 

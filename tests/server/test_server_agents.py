@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from onecluster.schema import AttemptReport, DesiredAttempt, JobSubmit
+from onecluster.model import gang_port
+from onecluster.schema import AttemptReport, DataReport, DesiredAttempt, JobSubmit
 
 if TYPE_CHECKING:
     from conftest import RunningServer
@@ -56,6 +57,64 @@ def test_run_then_exit_zero_completes_the_job(server: RunningServer) -> None:
     assert done.finished_at == server.clock.now()
     stats = admin.stats()
     assert (stats.completed, stats.running, stats.gpus_busy) == (1, 0, 0)
+
+
+def test_the_attempts_of_a_two_site_gang_find_each_other_through_their_env(
+    server: RunningServer,
+) -> None:
+    admin = server.admin()
+    # The agents' capacity leaves no single site room for 16 H100s: the gang spans two, the
+    # freer site (Tokyo) first, so the ranks do not follow the sites' names.
+    server.sync("tokyo", capacity={"H100": 12}, data=DataReport(port=7400, address="10.0.0.3"))
+    server.sync("singapore", capacity={"H100": 8})  # no data plane: no address to announce
+    submitted = admin.submit(
+        JobSubmit(
+            team="vision",
+            gpus=16,
+            duration_s=3600.0,
+            gpu_types=["H100"],
+            command=["train"],
+            max_sites=2,
+        )
+    )
+    assert server.step().started == 1
+    assert [(p.site, p.gpus) for p in admin.job(submitted.id).parts] == [
+        ("tokyo", 12),
+        ("singapore", 4),
+    ]
+    [at_tokyo] = server.sync("tokyo").attempts
+    [at_singapore] = server.sync("singapore").attempts
+    same = {
+        "ONECLUSTER_GANG_SITES": "tokyo,singapore",
+        "ONECLUSTER_GANG_ADDRESSES": "tokyo=10.0.0.3",
+        "ONECLUSTER_GANG_GPUS": "tokyo=12,singapore=4",
+        "ONECLUSTER_GANG_PORT": str(gang_port(submitted.id)),
+    }
+    for run, rank, site, gpus in ((at_tokyo, 0, "tokyo", 12), (at_singapore, 1, "singapore", 4)):
+        gang = {k: v for k, v in run.env.items() if k.startswith("ONECLUSTER_GANG_")}
+        assert gang == {**same, "ONECLUSTER_GANG_RANK": str(rank)}
+        assert (run.env["ONECLUSTER_SITE"], run.env["ONECLUSTER_GPUS"]) == (site, str(gpus))
+        assert run.env["ONECLUSTER_JOB_ID"] == submitted.id
+    # The env is read at every sync (an agent takes it when it starts the attempt): once
+    # Singapore announces its data plane, the orders name its address too.
+    server.sync("singapore", report(at_singapore), data=DataReport(port=7400, address="10.0.0.2"))
+    [again] = server.sync("tokyo", report(at_tokyo)).attempts
+    assert again.env["ONECLUSTER_GANG_ADDRESSES"] == "tokyo=10.0.0.3,singapore=10.0.0.2"
+
+
+def test_a_one_site_job_is_a_gang_of_one(server: RunningServer) -> None:
+    server.sync("shanghai")
+    submitted = server.admin().submit(h800("llm", 8))
+    server.step()
+    [run] = server.sync("shanghai").attempts
+    gang = {k: v for k, v in run.env.items() if k.startswith("ONECLUSTER_GANG_")}
+    assert gang == {
+        "ONECLUSTER_GANG_SITES": "shanghai",
+        "ONECLUSTER_GANG_RANK": "0",
+        "ONECLUSTER_GANG_ADDRESSES": "",
+        "ONECLUSTER_GANG_GPUS": "shanghai=8",
+        "ONECLUSTER_GANG_PORT": str(gang_port(submitted.id)),
+    }
 
 
 def test_a_non_zero_exit_fails_the_job(server: RunningServer) -> None:

@@ -9,6 +9,8 @@ from onecluster.model import AttemptState, JobSpec, JobState
 from onecluster.store import (
     DEFAULT_LEASE_S,
     AgentReport,
+    DataSync,
+    GangMember,
     LogChunk,
     PlacedPart,
     PreemptOrder,
@@ -298,3 +300,33 @@ def test_a_replaced_agent_is_refused_and_changes_nothing(store: Store) -> None:
     [site] = store.sites()
     assert (site.agent_id, site.last_heartbeat) == ("a2", 2.0)
     assert store.job(job_id).state is JobState.RUNNING
+
+
+def test_each_attempt_of_a_gang_is_told_every_site_in_part_order_with_its_address(
+    store: Store,
+) -> None:
+    # Tokyo is the gang's first part although it sorts after Singapore: part order is rank.
+    job = store.add_job(
+        JobSpec(team="llm", gpus=12, duration_s=60.0, command=("train",), max_sites=2), now=0.0
+    )
+    tokyo = PlacedPart(site="tokyo", gpu_type="H100", gpus=8)
+    singapore = PlacedPart(site="singapore", gpu_type="H100", gpus=4)
+    store.apply_plan([StartOrder(job_id=job.id, parts=(tokyo, singapore))], [], now=0.0)
+    store.sync("tokyo", report(agent="a-tokyo"), now=1.0)
+    store.record_data("tokyo", DataSync(address="10.0.0.7", port=7400), now=1.0)
+    # Singapore's agent announces no address (no data plane yet): it is None, not left out.
+    store.sync("singapore", report(agent="a-singapore"), now=1.0)
+    gang = (
+        GangMember(site="tokyo", address="10.0.0.7", gpus=8),
+        GangMember(site="singapore", address=None, gpus=4),
+    )
+    [at_tokyo] = store.sync("tokyo", report(agent="a-tokyo"), now=2.0)
+    [at_singapore] = store.sync("singapore", report(agent="a-singapore"), now=2.0)
+    assert (at_tokyo.site, at_tokyo.gpus, at_tokyo.gang) == ("tokyo", 8, gang)
+    assert (at_singapore.site, at_singapore.gpus, at_singapore.gang) == ("singapore", 4, gang)
+
+
+def test_a_one_site_job_is_a_gang_of_one(store: Store) -> None:
+    running_job(store)
+    [wanted] = store.sync("tokyo", report(), now=1.0)
+    assert wanted.gang == (GangMember(site="tokyo", address=None, gpus=8),)

@@ -27,6 +27,7 @@ from onecluster.cli import (
     _sites,
     _submit,
     _token,
+    _train,
     _transfers,
     _up,
 )
@@ -53,6 +54,7 @@ def build_app() -> typer.Typer:
         _server,
         _agent,
         _submit,
+        _train,
         _jobs,
         _cancel,
         _logs,

@@ -16,6 +16,7 @@ from onecluster.model._checks import (
 from onecluster.model._circuit import Circuit, LatencyObjective
 from onecluster.model._dataset import Dataset
 from onecluster.model._fabric import Fabric
+from onecluster.model._gang import gang_port
 from onecluster.model._health import CircuitState, EndView, LinkState, SiteStatus
 from onecluster.model._job import (
     TERMINAL_STATES,
@@ -54,6 +55,7 @@ __all__ = [
     "SitePart",
     "SiteStatus",
     "Team",
+    "gang_port",
     "label_problem",
     "name_problem",
 ]

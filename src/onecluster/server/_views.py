@@ -17,6 +17,7 @@ from onecluster.model import (
     JobState,
     SitePart,
     SiteStatus,
+    gang_port,
 )
 from onecluster.scheduler import Allocation, ClusterView
 from onecluster.schema import (
@@ -30,12 +31,20 @@ from onecluster.schema import (
     StatsOut,
     TeamOut,
 )
-from onecluster.store import AgentReport, Assignment, LogChunk, SiteRecord, SyncReport
+from onecluster.store import (
+    AgentReport,
+    Assignment,
+    GangMember,
+    LogChunk,
+    SiteRecord,
+    SyncReport,
+)
 
 __all__ = [
     "Running",
     "cluster_view",
     "desired_attempt",
+    "gang_env",
     "job_out",
     "require_site",
     "site_status",
@@ -80,13 +89,15 @@ def job_out(job: JobRecord) -> JobOut:
 
 
 def desired_attempt(a: Assignment, *, grace_s: float) -> DesiredAttempt:
-    """The sync reply entry of one assignment."""
+    """The sync reply entry of one assignment, with the environment its command gets
+    (``docs/contracts.md``, "The attempt's environment")."""
     env = {
         "ONECLUSTER_JOB_ID": a.job_id,
         "ONECLUSTER_ATTEMPT_ID": a.attempt_id,
         "ONECLUSTER_SITE": a.site,
         "ONECLUSTER_GPU_TYPE": a.gpu_type,
         "ONECLUSTER_GPUS": str(a.gpus),
+        **gang_env(a),
     }
     if a.dataset_dir is not None:
         env["ONECLUSTER_DATASET_DIR"] = a.dataset_dir
@@ -103,6 +114,31 @@ def desired_attempt(a: Assignment, *, grace_s: float) -> DesiredAttempt:
         handed_to=a.handed_to,
         workdir=a.workdir,
     )
+
+
+def gang_env(a: Assignment) -> dict[str, str]:
+    """``ONECLUSTER_GANG_*``: how the attempts of one run at several sites find each other.
+
+    ``SITES``: the sites in part order; ``RANK``: this attempt's site's index there;
+    ``ADDRESSES``: ``site=address`` of the sites whose address is known (the others are left
+    out, and it may be empty); ``GPUS``: ``site=gpus`` of every site; ``PORT``: the job's base
+    port (:func:`~onecluster.model.gang_port`).  Every attempt of the run gets the same values
+    but ``RANK``.  An assignment without a gang, or whose gang lacks its own site, is a gang of
+    itself alone (rank 0).
+    """
+    gang = a.gang
+    if not any(m.site == a.site for m in gang):
+        gang = (GangMember(site=a.site, address=None, gpus=a.gpus),)
+    sites = [m.site for m in gang]
+    return {
+        "ONECLUSTER_GANG_SITES": ",".join(sites),
+        "ONECLUSTER_GANG_RANK": str(sites.index(a.site)),
+        "ONECLUSTER_GANG_ADDRESSES": ",".join(
+            f"{m.site}={m.address}" for m in gang if m.address is not None
+        ),
+        "ONECLUSTER_GANG_GPUS": ",".join(f"{m.site}={m.gpus}" for m in gang),
+        "ONECLUSTER_GANG_PORT": str(gang_port(a.job_id)),
+    }
 
 
 def sync_report(body: AgentSync) -> SyncReport:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import cast
+from typing import Any, cast
 
 from onecluster.model import (
     AttemptRecord,
@@ -39,6 +39,7 @@ __all__ = [
     "paths_json",
     "replica_record",
     "scan_record",
+    "site_parts",
     "site_record",
     "transfer_record",
     "version_record",
@@ -70,9 +71,7 @@ def job_record(row: JobRow) -> JobRecord:
         attempts=row.attempts,
         preemptions=row.preemptions,
         borrowed=row.borrowed,
-        parts=tuple(
-            SitePart(site=p["site"], gpu_type=p["gpu_type"], gpus=int(p["gpus"])) for p in row.parts
-        ),
+        parts=site_parts(row.parts),
         expected_start_at=row.expected_start_at,
         workdir=row.workdir,
     )
@@ -119,6 +118,13 @@ def site_record(row: AgentRow) -> SiteRecord:
 def parts_json(parts: tuple[SitePart, ...]) -> list[dict[str, object]]:
     """Parts as stored in a JSON column."""
     return [{"site": p.site, "gpu_type": p.gpu_type, "gpus": p.gpus} for p in parts]
+
+
+def site_parts(stored: list[dict[str, Any]]) -> tuple[SitePart, ...]:
+    """Parts from a JSON column (what :func:`parts_json` wrote), in their stored order."""
+    return tuple(
+        SitePart(site=p["site"], gpu_type=p["gpu_type"], gpus=int(p["gpus"])) for p in stored
+    )
 
 
 def version_record(row: VersionRow, replicas: tuple[ReplicaRecord, ...] = ()) -> VersionRecord:

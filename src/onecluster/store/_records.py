@@ -10,6 +10,7 @@ __all__ = [
     "AgentReport",
     "Assignment",
     "EventRecord",
+    "GangMember",
     "LogChunk",
     "PlacedPart",
     "PreemptOrder",
@@ -136,10 +137,22 @@ class SyncReport:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class GangMember:
+    """One site of a job's gang, as an attempt there is told of it: the site, where its agent
+    said other sites reach it (``None``: it announced no address), and its GPUs."""
+
+    site: str
+    address: str | None
+    gpus: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Assignment:
     """An attempt the server wants at a site: ``run`` it (once) or ``stop`` it.
 
     ``handed_to``: the agent it was first handed to (only that one may start it).
+    ``gang``: every site of the job's run in part order (a member's index is its site rank);
+    ``()`` stands for a gang of this attempt alone.
     """
 
     attempt_id: str
@@ -154,3 +167,4 @@ class Assignment:
     workdir: str | None = None
     #: The directory of the job's dataset at the site (``$ONECLUSTER_DATASET_DIR``).
     dataset_dir: str | None = None
+    gang: tuple[GangMember, ...] = ()

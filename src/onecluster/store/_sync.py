@@ -18,7 +18,8 @@ from sqlalchemy.orm import Session
 
 from onecluster.errors import ConflictError
 from onecluster.model import AttemptState, JobState
-from onecluster.store._records import AgentReport, Assignment, LogChunk, SyncReport
+from onecluster.store._convert import site_parts
+from onecluster.store._records import AgentReport, Assignment, GangMember, LogChunk, SyncReport
 from onecluster.store._tables import AgentRow, AttemptRow, JobRow, LogRow
 from onecluster.store._transitions import (
     ACTIVE,
@@ -257,6 +258,7 @@ def desired(
                 for j in session.scalars(select(JobRow).where(JobRow.id.in_(sorted(missing))))
             },
         }
+    gangs = _gangs(session, {a.job_id: jobs[a.job_id] for a in wanted})
     return [
         Assignment(
             attempt_id=a.id,
@@ -270,9 +272,35 @@ def desired(
             handed_to=a.handed_to,
             workdir=jobs[a.job_id].workdir,
             dataset_dir=a.dataset_dir,
+            gang=_gang_with(gangs[a.job_id], a),
         )
         for a in wanted
     ]
+
+
+def _gangs(session: Session, jobs: dict[str, JobRow]) -> dict[str, tuple[GangMember, ...]]:
+    """Each job's parts in part order (the site ranks), each with the address its site's agent
+    announced for traffic from other sites (``None`` while it announced none)."""
+    parts = {job_id: site_parts(job.parts) for job_id, job in jobs.items()}
+    sites = sorted({p.site for job_parts in parts.values() for p in job_parts})
+    addresses: dict[str, str | None] = {}
+    if sites:
+        rows = session.execute(
+            select(AgentRow.site, AgentRow.data_address).where(AgentRow.site.in_(sites))
+        )
+        addresses = {site: address for site, address in rows}
+    return {
+        job_id: tuple(
+            GangMember(site=p.site, address=addresses.get(p.site), gpus=p.gpus) for p in job_parts
+        )
+        for job_id, job_parts in parts.items()
+    }
+
+
+def _gang_with(gang: tuple[GangMember, ...], attempt: AttemptRow) -> tuple[GangMember, ...]:
+    """``gang``, unless it lacks the attempt's own site (a run the job's parts no longer
+    describe): then ``()``, a gang of the attempt alone — never a rank that is not its own."""
+    return gang if any(m.site == attempt.site for m in gang) else ()
 
 
 def expire_site(session: Session, site: str, now: float) -> bool:
