@@ -128,9 +128,9 @@ THREE_SITES = Path(__file__).resolve().parents[2] / "examples/fabrics/three-site
 
 
 @contextmanager
-def running_lab() -> Iterator[tuple[Lab, Client]]:
-    """The three-site lab ``octest`` at the default scale, and an admin client of its server;
-    removed afterwards whatever happened.
+def running_lab(fabric: Path = THREE_SITES) -> Iterator[tuple[Lab, Client]]:
+    """The lab ``octest`` of ``fabric`` (the three sites by default) at the default scale, and
+    an admin client of its server; removed afterwards whatever happened.
 
     Whatever an earlier run killed half way left of ``octest`` (its namespaces, bridge and
     veth ends) is swept first: the name belongs to the tests, and a leftover made every lab
@@ -138,7 +138,7 @@ def running_lab() -> Iterator[tuple[Lab, Client]]:
     root = Path(tempfile.gettempdir()) / "onecluster-test-labs"  # the same for every run:
     the_lab = Lab("octest", root=root, environ=dict(os.environ))  # a sweep finds its processes
     the_lab.down_all()
-    the_lab.up(THREE_SITES, scale=0.05)
+    the_lab.up(fabric, scale=0.05)
     try:
         status = the_lab.status()
         assert status.server_url is not None

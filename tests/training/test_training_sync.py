@@ -235,7 +235,14 @@ class RawPeer:
 
     def __init__(self, a: Worker) -> None:
         topo = a.cross.topology
-        self.sock = socket.create_connection(("127.0.0.1", topo.port(0)), timeout=10)
+        deadline = time.monotonic() + 10
+        while True:  # a's mesh starts listening in its own thread
+            try:
+                self.sock = socket.create_connection(("127.0.0.1", topo.port(0)), timeout=10)
+                break
+            except ConnectionRefusedError:
+                assert time.monotonic() < deadline, "site a never listened"
+                time.sleep(0.01)
         read_frame(self.sock)  # a's hello
         write_frame(
             self.sock,

@@ -16,7 +16,7 @@ from typing import Any, TextIO
 import torch
 import torch.distributed as dist
 
-from onecluster.errors import PlatformError
+from onecluster.errors import PlatformError, UnavailableError, ValidationError
 from onecluster.training import CrossSite, SyncConfig, Topology
 from onecluster.training._launcher import EXIT_PERMANENT
 from onecluster.training.chargpt._data import load_corpus
@@ -117,7 +117,10 @@ def train(args: argparse.Namespace) -> int:
         bits=config.bits,
         pid=os.getpid(),
     )
-    start = cross.start()
+    try:
+        start = cross.start()
+    except UnavailableError as exc:  # no peer to start with: a restart would wait again
+        raise ValidationError(exc.message, hint=exc.hint) from exc
     if start is not None:
         out("healed", round=start.number, source=start.healed_from, inner=cross.stats().inner_steps)
     gen = torch.Generator().manual_seed(args.seed * 1000 + 17 * topo.site_rank + topo.local_rank)

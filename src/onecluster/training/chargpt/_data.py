@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from onecluster.errors import IntegrityError
+from onecluster.errors import ValidationError
 
 __all__ = ["TINYSHAKESPEARE_SHA256", "Corpus", "load_corpus"]
 
@@ -70,13 +70,13 @@ def _generated(chars: int = 200_000) -> str:
 
 def load_corpus(path: Path | None, *, check_sha256: bool = True) -> Corpus:
     """The corpus at ``path`` (TinyShakespeare's hash checked when ``check_sha256``), or the
-    generated one for ``None``; :class:`IntegrityError` for a file that is not the one."""
+    generated one for ``None``; :class:`ValidationError` for a file that is not the one."""
     if path is None:
         text, name = _generated(), "generated"
     else:
         raw = path.read_bytes()
         if check_sha256 and hashlib.sha256(raw).hexdigest() != TINYSHAKESPEARE_SHA256:
-            raise IntegrityError(
+            raise ValidationError(
                 f"{path} is not TinyShakespeare (sha256 differs)",
                 hint="pass the file itself, or --no-check for another text",
             )
