@@ -271,15 +271,32 @@ def test_a_non_finite_update_is_refused_with_an_error_and_never_averaged(base_po
     write_frame(peer.sock, {"kind": "join", "lo": 0, "hi": numel})
     peer.next("state")
     started.join(10)
-    payload = bytearray(encode(torch.zeros(numel), 8, 4096))
+    half = numel // 2  # shard 0 (site a leads it) and shard 1 (site b leads it)
+    payload = bytearray(encode(torch.zeros(half), 8, 4096))
     payload[0:4] = struct.pack("<f", float("nan"))  # the first block's scale
     write_frame(
         peer.sock,
-        {"kind": "contrib", "round": 0, "tokens": 80, "numel": numel, "lineage": "genesis"},
+        {
+            "kind": "contrib",
+            "round": 0,
+            "shard": 0,
+            "tokens": 80,
+            "numel": half,
+            "lineage": "genesis",
+        },
         bytes(payload),
     )
     before = a.model.weight.detach().clone()
-    train_until(a, 5)
+    training = threading.Thread(target=train_until, args=(a, 5), daemon=True)
+    training.start()
+    theirs, part = peer.next("contrib")  # a's part of shard 1: b averages it alone
+    assert theirs["shard"] == 1
+    write_frame(
+        peer.sock,
+        {"kind": "result", "round": 0, "shard": 1, "participants": [0], "tokens": 80},
+        part,
+    )
+    training.join(20)
     assert a.error is None
     header, _ = peer.next("result")
     assert "not finite" in str(header["rejected"])
