@@ -110,10 +110,17 @@ def run_threads(*jobs: Callable[[], None], timeout: float = 60) -> None:
 
 
 class Relay:
-    """A TCP relay from ``listen`` to ``target`` that can stall: while stalled it moves no
-    byte either way (a cut circuit, as the peers see it), then it delivers what waited."""
+    """A TCP relay from ``listen`` to ``target``, and UDP relays for ``datagrams`` (listen →
+    target pairs), that can stall: while stalled the TCP relay moves no byte either way and
+    the UDP relays drop every datagram (a cut circuit, as the peers see it); then TCP
+    delivers what waited."""
 
-    def __init__(self, listen: tuple[str, int], target: tuple[str, int]) -> None:
+    def __init__(
+        self,
+        listen: tuple[str, int],
+        target: tuple[str, int],
+        datagrams: tuple[tuple[tuple[str, int], tuple[str, int]], ...] = (),
+    ) -> None:
         self.target = target
         self.flowing = threading.Event()
         self.flowing.set()
@@ -122,6 +129,24 @@ class Relay:
         self._closed = threading.Event()
         self._socks: list[socket.socket] = []
         threading.Thread(target=self._accept, daemon=True).start()
+        for src, dst in datagrams:
+            udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            udp.bind(src)
+            udp.settimeout(0.1)
+            self._socks.append(udp)
+            threading.Thread(target=self._forward, args=(udp, dst), daemon=True).start()
+
+    def _forward(self, udp: socket.socket, dst: tuple[str, int]) -> None:
+        while not self._closed.is_set():
+            try:
+                data, _ = udp.recvfrom(2048)
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            if self.flowing.is_set():
+                with contextlib.suppress(OSError):
+                    udp.sendto(data, dst)
 
     def _accept(self) -> None:
         while not self._closed.is_set():

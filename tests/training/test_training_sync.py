@@ -138,12 +138,20 @@ def test_a_lost_site_is_left_out_and_a_restarted_one_heals_and_rejoins(base_port
 def relayed_pair(
     base_port: int, relays: list[Relay], **config: object
 ) -> tuple[Worker, Worker, Relay]:
-    """Sites a and b with b's connection to a through a relay on 127.0.0.2."""
+    """Sites a and b with b's connection to a, and both sides' heartbeats, through a relay
+    on 127.0.0.2 (each site listens on 127.0.0.1)."""
     cfg = fast_config(**config)
-    a = make_worker(SITES, 0, base_port, cfg)
+    a = make_worker(SITES, 0, base_port, cfg, addresses={"b": "127.0.0.2"})
     b = make_worker(SITES, 1, base_port, cfg, addresses={"a": "127.0.0.2"})
-    port = a.cross.topology.port(0)
-    relay = Relay(("127.0.0.2", port), ("127.0.0.1", port))
+    port, port_b = a.cross.topology.port(0), a.cross.topology.port(1)
+    relay = Relay(
+        ("127.0.0.2", port),
+        ("127.0.0.1", port),
+        datagrams=(
+            (("127.0.0.2", port), ("127.0.0.1", port)),
+            (("127.0.0.2", port_b), ("127.0.0.1", port_b)),
+        ),
+    )
     relays.append(relay)
     start_all(a, b)
     return a, b, relay
@@ -160,7 +168,7 @@ def test_a_flap_shorter_than_the_timeout_changes_nothing(
         t.start()
     wait_for(lambda: len(a.rounds) >= 2)
     relay.flowing.clear()
-    time.sleep(0.5)  # the flap itself: a quarter of the timeout
+    time.sleep(1.2)  # the flap itself: 60 % of the timeout (TCP's back-off stretches it)
     relay.flowing.set()
     for t in threads:
         t.join(30)
@@ -343,3 +351,33 @@ def test_a_corrupt_frame_cuts_the_peer_off_and_the_site_goes_on(base_port: int) 
         peer.next("result")
     peer.sock.close()
     a.cross.close()
+
+
+def test_streaming_fragments_overlap_compute_and_keep_the_sites_on_one_line(
+    base_port: int,
+) -> None:
+    cfg = fast_config(sync_every=10, fragments=2, overlap_steps=3, merge_alpha=0.5)
+    workers = [make_worker(SITES, r, base_port, cfg) for r in range(2)]
+    start_all(*workers)
+
+    def run(w: Worker) -> None:
+        train_until(w, 40)
+        last = w.cross.finish()
+        if last is not None:
+            w.rounds.append(last)
+
+    run_threads(*(lambda w=w: run(w) for w in workers))
+    a, b = workers
+    assert a.error is None and b.error is None
+    assert [r.number for r in a.rounds] == list(range(8))  # one fragment every 5 steps
+    assert all(r.participants == ("a", "b") for r in a.rounds + b.rounds)
+    assert torch.equal(a.cross._global, b.cross._global)  # one line: the same global weights
+    assert a.cross.mesh.lineage.id == b.cross.mesh.lineage.id
+    # A round carries one fragment, half of the update, in int8: a site sends and receives
+    # the fragment once (a whole update's round moves 2 × numel bytes).
+    numel = sum(p.numel() for p in a.model.parameters())
+    s = a.cross.stats()
+    per_round = (s.sync_sent + s.sync_received) / 8
+    assert per_round == pytest.approx(numel, rel=0.01)
+    for w in workers:
+        w.cross.close()

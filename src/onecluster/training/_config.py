@@ -30,6 +30,8 @@ class SyncConfig:
     ``bits``: what a value takes on the wire (32 fp32, 16 fp16, 8 or 4 int with a scale per
     block of ``block`` values); accumulation is always fp32.  ``fragments`` > 1 streams the
     outer step: fragment *f* is synced ``f·sync_every/fragments`` steps into each cycle.
+    ``overlap_steps`` > 0 overlaps each round with that many inner steps (it lands later),
+    and the fragment then becomes ``merge_alpha``·local + (1 − ``merge_alpha``)·global.
 
     Timeouts, seconds:
 
@@ -45,6 +47,8 @@ class SyncConfig:
     bits: int = 8
     block: int = 4096
     fragments: int = 1
+    overlap_steps: int = 0
+    merge_alpha: float = 0.0
     outer_lr: float = 0.7
     outer_momentum: float = 0.9
     heartbeat_s: float = 0.5
@@ -66,8 +70,20 @@ class SyncConfig:
             raise ValidationError(
                 f"fragments is {self.fragments}; use 1..sync_every ({self.sync_every})"
             )
-        if self.mode == "ddp" and (self.fragments != 1 or self.sync_every != 1):
-            raise ValidationError("ddp mode syncs every step: sync_every 1, fragments 1")
+        if self.mode == "ddp" and (
+            self.fragments != 1 or self.sync_every != 1 or self.overlap_steps != 0
+        ):
+            raise ValidationError(
+                "ddp mode syncs every step: sync_every 1, fragments 1, overlap_steps 0"
+            )
+        every = self.sync_every // self.fragments
+        if self.mode == "diloco" and not 0 <= self.overlap_steps < every:
+            raise ValidationError(
+                f"overlap_steps is {self.overlap_steps}; a round must land before the next "
+                f"starts: use 0..{every - 1} (sync_every / fragments - 1)"
+            )
+        if not 0 <= self.merge_alpha <= 1:
+            raise ValidationError(f"merge_alpha is {self.merge_alpha}; use 0..1")
         for name in (
             "heartbeat_s",
             "peer_timeout_s",

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -65,6 +66,21 @@ class TrainStats:
     heal_received: int
 
 
+@dataclass
+class _Flight:
+    """An outer round on its way: fragment ``[lo, hi)``, round ``number``, landed at inner
+    step ``land_at``; the exchange's result or error once it is back."""
+
+    lo: int
+    hi: int
+    number: int
+    land_at: int
+    began: float
+    thread: threading.Thread | None = None
+    result: Averaged | Heal | None = None
+    error: BaseException | None = None
+
+
 class CrossSite:
     """Keeps ``model`` in step across the sites of ``topology`` (see the module docstring).
 
@@ -96,6 +112,7 @@ class CrossSite:
         self._global = self._flat().clone()
         self._momentum = torch.zeros(numel)
         self._shared = torch.zeros(0)  # the last round's gathered average
+        self._flight: _Flight | None = None
         frags = config.fragments if config.mode == "diloco" else 1
         self._fragments = shard_bounds(0, numel, frags)
         self._inner = 0
@@ -148,7 +165,8 @@ class CrossSite:
                     for p in self._params
                 ]
             )
-            done = self._round(0, len(grads), grads, tokens)
+            self._launch(0, len(grads), grads, tokens)
+            done = self._land_ddp()
             if done.healed_from is None:
                 self._unflatten(self._shared, into_grads=True)
             else:
@@ -159,21 +177,28 @@ class CrossSite:
             self._global = self._flat().clone()
             self._serve_joins()
             return done
+
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self._inner += 1
+        landed = None
+        if self._flight is not None and self._inner >= self._flight.land_at:
+            landed = self._land()
         every = self.config.sync_every // self.config.fragments
         if self._inner % every:
-            return None
+            return landed
         frag = (self._inner // every - 1) % len(self._fragments)
         lo, hi = self._fragments[frag]
-        local = self._flat()
-        delta = self._global[lo:hi] - local[lo:hi]
-        done = self._round(lo, hi, delta, tokens * every)
-        if done.healed_from is None:
-            self._outer(lo, hi, self._shared)
-        self._serve_joins()
-        return done
+        delta = self._global[lo:hi] - self._flat()[lo:hi]
+        self._launch(lo, hi, delta, tokens * every)
+        if self.config.overlap_steps == 0:
+            return self._land()
+        return landed
+
+    def finish(self) -> Round | None:
+        """Land the round still in flight (streaming with overlap), if any: call it before
+        the last evaluation or checkpoint."""
+        return self._land() if self._flight is not None else None
 
     def stats(self) -> TrainStats:
         mesh = self.mesh.stats()
@@ -195,16 +220,70 @@ class CrossSite:
 
     # -- rounds -----------------------------------------------------------------------------
 
-    def _round(self, lo: int, hi: int, vector: torch.Tensor, tokens: float) -> Round:
-        """Average ``vector`` (the values ``[lo, hi)`` of the flat update) over the sites:
-        this worker carries its shard, the site gathers the rest into ``self._shared``."""
+    def _launch(self, lo: int, hi: int, delta: torch.Tensor, tokens: float) -> None:
+        """Start the outer round of fragment ``[lo, hi)``: in this thread when it does not
+        overlap compute, else in a thread of its own, landed ``overlap_steps`` steps later
+        (only the cross-site exchange runs there: the site's collectives stay in order on
+        the training thread)."""
         bounds = shard_bounds(0, hi - lo, self.topology.local_world)
         a, b = bounds[self.topology.local_rank]
-        began = self._clock()
-        round_no = self._rounds
-        result = self.exchange.average(
-            round_no, vector[a:b].contiguous(), tokens * self.topology.local_world
+        flight = _Flight(
+            lo, hi, self._rounds, self._inner + self.config.overlap_steps, self._clock()
         )
+        shard = delta[a:b].contiguous()
+        site_tokens = tokens * self.topology.local_world
+
+        def run() -> None:
+            try:
+                flight.result = self.exchange.average(flight.number, shard, site_tokens)
+            except BaseException as exc:  # noqa: BLE001 - raised again when it lands
+                flight.error = exc
+
+        self._flight = flight
+        if self.config.overlap_steps == 0:
+            run()
+        else:
+            flight.thread = threading.Thread(target=run, name="oc-outer-round", daemon=True)
+            flight.thread.start()
+
+    def _land(self) -> Round:
+        """Wait for the round in flight and apply it (or heal)."""
+        flight = self._flight
+        assert flight is not None
+        self._flight = None
+        # Blocking: the exchange ran at launch.  Overlapped: only the wait for it counts.
+        waited = flight.began if flight.thread is None else self._clock()
+        if flight.thread is not None:
+            flight.thread.join()
+        self._wait_s += self._clock() - waited
+        if flight.error is not None:
+            raise flight.error
+        assert flight.result is not None
+        done = self._round(flight.lo, flight.hi, flight.result, flight.number, waited)
+        if done.healed_from is None:
+            self._outer(flight.lo, flight.hi, self._shared)
+        self._serve_joins()
+        return done
+
+    def _land_ddp(self) -> Round:
+        """Land a per-step round: the gathered average stays in ``self._shared``."""
+        flight = self._flight
+        assert flight is not None and flight.thread is None
+        self._flight = None
+        if flight.error is not None:
+            raise flight.error
+        assert flight.result is not None
+        done = self._round(flight.lo, flight.hi, flight.result, flight.number, flight.began)
+        self._wait_s += self._clock() - flight.began
+        return done
+
+    def _round(
+        self, lo: int, hi: int, result: Averaged | Heal, round_no: int, began: float
+    ) -> Round:
+        """The site's side of a round whose exchange gave ``result`` for this worker's shard
+        of ``[lo, hi)``: heal if any worker of the site must, else gather the shards into
+        ``self._shared`` and advance the lineage."""
+        bounds = shard_bounds(0, hi - lo, self.topology.local_world)
         heal = self.site.any(isinstance(result, Heal))
         if heal:
             source = result.source if isinstance(result, Heal) else -1
@@ -217,7 +296,6 @@ class CrossSite:
         self._shared = self.site.gather(result.vector, bounds)
         self._rounds += 1
         self._advance(result)
-        self._wait_s += self._clock() - began
         names = tuple(self.topology.sites[r] for r in result.participants)
         if len(result.participants) < self.topology.n_sites:
             _log.info(
@@ -242,7 +320,8 @@ class CrossSite:
         m.mul_(mu).add_(delta)
         self._global[lo:hi].sub_(delta + mu * m, alpha=lr)
         local = self._flat()
-        local[lo:hi] = self._global[lo:hi]
+        alpha = self.config.merge_alpha  # streaming: the local steps since launch count too
+        local[lo:hi] = alpha * local[lo:hi] + (1 - alpha) * self._global[lo:hi]
         self._unflatten(local)
 
     # -- healing ----------------------------------------------------------------------------

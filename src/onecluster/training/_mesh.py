@@ -1,11 +1,14 @@
 """The connections of one worker to its counterparts at the other sites of the gang.
 
 Worker *i* of every site takes part in one mesh: a TCP connection per pair of sites (the
-higher-ranked site dials, and dials again after a loss), a heartbeat each way every
-``heartbeat_s``, and an inbox of what the peers sent.  A peer is *lost* when its connection
-closes (a killed process: at once) or when it has been silent for ``peer_timeout_s`` (a cut
-circuit); a silent connection is then closed, so that a peer that comes back always says
-hello again.  A shorter silence (a flap) changes nothing.
+higher-ranked site dials, and dials again after a loss) for updates, results and states,
+a UDP heartbeat each way every ``heartbeat_s`` on the same port number, and an inbox of what
+the peers sent.  A peer is *lost* when its connection closes (a killed process: at once) or
+when neither its heartbeats nor its connection have said anything for ``peer_timeout_s`` (a
+cut circuit); a silent connection is then closed, so that a peer that comes back always
+says hello again.  A shorter silence (a flap) changes nothing.  Heartbeats travel as UDP so
+that TCP's retransmission back-off after an outage (the next try can come seconds after the
+circuit is back) never turns a short flap into a loss.
 
 Each hello carries the config digest (a peer with another model or sync config is refused
 with an error on both sides) and the sender's lineage: which outer steps it has applied.
@@ -36,6 +39,7 @@ __all__ = ["GENESIS", "Lineage", "Mesh", "MeshStats", "Message"]
 _log = logging.getLogger("onecluster.training")
 GENESIS = "genesis"
 _SYNC_KINDS = frozenset({"contrib", "result"})
+_PULSE = b"OCH1"
 
 #: One message from a peer: (site rank, header, payload).
 Message = tuple[int, dict[str, Any], bytes]
@@ -131,6 +135,8 @@ class Mesh:
         self._closed = threading.Event()
         self._threads: list[threading.Thread] = []
         self._listener: socket.socket | None = None
+        self._udp: socket.socket | None = None
+        self._heard: dict[int, float] = {}  # site rank → when its last heartbeat came
         self._sent = self._received = self._sync_sent = self._sync_received = 0
         self._heal_sent = self._heal_received = 0
 
@@ -152,10 +158,22 @@ class Mesh:
         listener.listen(16)
         listener.settimeout(0.2)
         self._listener = listener
+        udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            udp.bind((address, port))
+        except OSError as exc:
+            udp.close()
+            listener.close()
+            msg = f"cannot take heartbeats on {address}:{port}/udp: {exc.strerror}"
+            raise ValidationError(msg, hint="another run of this job may still hold it") from exc
+        udp.settimeout(0.2)
+        self._udp = udp
         self._spawn(self._accept_loop, "accept")
         for rank in range(topo.site_rank):
             self._spawn(functools.partial(self._dial_loop, rank), f"dial-{topo.sites[rank]}")
         self._spawn(self._beat_loop, "heartbeat")
+        self._spawn(self._pulse_loop, "pulse")
+        self._spawn(self._hear_loop, "hear")
 
     def close(self) -> None:
         """End every connection and thread (idempotent)."""
@@ -169,6 +187,8 @@ class Mesh:
             self._listener.close()
         for t in self._threads:
             t.join(timeout=2)
+        if self._udp is not None:
+            self._udp.close()
 
     def _spawn(self, target: Callable[[], None], name: str) -> None:
         t = threading.Thread(target=target, name=f"oc-mesh-{name}", daemon=True)
@@ -435,20 +455,53 @@ class Mesh:
             self._cv.notify_all()
 
     def _beat_loop(self) -> None:
+        """Tell every peer this worker's lineage over TCP (it may wait behind an update)."""
         while not self._closed.wait(self.config.heartbeat_s):
             with self._cv:
                 conns = [c for c in self._conns.values() if c.open]
                 beat = {"kind": "beat", "lineage": self._lineage.to_json()}
-            now = self._clock()
             for conn in conns:
-                silent = now - conn.last_seen
+                self.send(conn.rank, beat)
+
+    def _pulse_loop(self) -> None:
+        """Send the UDP heartbeats and judge every peer's silence."""
+        topo = self.topology
+        pulse = _PULSE + self.digest.encode()[:16].ljust(16) + bytes([topo.site_rank])
+        peers = [(r, (topo.address(r), topo.port(r))) for r in range(topo.n_sites)]
+        while not self._closed.wait(self.config.heartbeat_s):
+            assert self._udp is not None
+            for rank, where in peers:
+                if rank != topo.site_rank:
+                    with contextlib.suppress(OSError):
+                        self._udp.sendto(pulse, where)
+            now = self._clock()
+            with self._cv:
+                conns = [c for c in self._conns.values() if c.open]
+                heard = dict(self._heard)
+            for conn in conns:
+                silent = now - max(conn.last_seen, heard.get(conn.rank, 0.0))
                 if silent > self.config.peer_timeout_s:
-                    self._drop(
-                        conn,
-                        f"silent for {silent:.1f} s (timeout {self.config.peer_timeout_s:g} s)",
-                    )
-                else:
-                    self.send(conn.rank, beat)
+                    why = f"silent for {silent:.1f} s (timeout {self.config.peer_timeout_s:g} s)"
+                    self._drop(conn, why)
+
+    def _hear_loop(self) -> None:
+        """Take the peers' UDP heartbeats (others' packets are ignored)."""
+        topo = self.topology
+        digest = self.digest.encode()[:16].ljust(16)
+        while not self._closed.is_set():
+            assert self._udp is not None
+            try:
+                data, _ = self._udp.recvfrom(64)
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            if len(data) != 21 or data[:4] != _PULSE or data[4:20] != digest:
+                continue
+            rank = data[20]
+            if rank < topo.n_sites and rank != topo.site_rank:
+                with self._cv:
+                    self._heard[rank] = self._clock()
 
     def _drop(self, conn: _Conn, why: str | None) -> None:
         with self._cv:

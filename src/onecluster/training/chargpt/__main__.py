@@ -40,7 +40,9 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--mode", choices=["diloco", "ddp"], default="diloco")
     p.add_argument("--sync-every", type=int, default=50)
     p.add_argument("--bits", type=int, default=8)
-    p.add_argument("--fragments", type=int, default=1)
+    p.add_argument("--fragments", type=int, default=1, help="streaming: fragments synced in turn")
+    p.add_argument("--overlap", type=int, default=0, help="streaming: inner steps a round overlaps")
+    p.add_argument("--merge-alpha", type=float, default=0.0)
     p.add_argument("--peer-timeout", type=float, default=10.0)
     p.add_argument("--sync-timeout", type=float, default=1800.0)
     p.add_argument("--rendezvous-timeout", type=float, default=600.0)
@@ -59,7 +61,13 @@ class _Out:
 
     def __call__(self, event: str, **fields: Any) -> None:
         line = json.dumps(
-            {"event": event, "t": round(time.monotonic() - self.t0, 3), **self.where, **fields}
+            {
+                "event": event,
+                "t": round(time.monotonic() - self.t0, 3),
+                "ts": round(time.time(), 3),
+                **self.where,
+                **fields,
+            }
         )
         sys.stdout.write(line + "\n")
         sys.stdout.flush()
@@ -99,6 +107,8 @@ def train(args: argparse.Namespace) -> int:
         sync_every=1 if args.mode == "ddp" else args.sync_every,
         bits=32 if args.mode == "ddp" else args.bits,
         fragments=args.fragments,
+        overlap_steps=args.overlap,
+        merge_alpha=args.merge_alpha,
         peer_timeout_s=args.peer_timeout,
         sync_timeout_s=args.sync_timeout,
         rendezvous_timeout_s=args.rendezvous_timeout,
@@ -125,7 +135,7 @@ def train(args: argparse.Namespace) -> int:
         out("healed", round=start.number, source=start.healed_from, inner=cross.stats().inner_steps)
     gen = torch.Generator().manual_seed(args.seed * 1000 + 17 * topo.site_rank + topo.local_rank)
     tokens = args.batch * cfg.context
-    compute_s = 0.0
+    compute_s = eval_s = 0.0  # evaluations are not training: their time is left out
     began = time.monotonic()
     while cross.stats().inner_steps < args.steps:
         t = time.monotonic()
@@ -159,8 +169,17 @@ def train(args: argparse.Namespace) -> int:
         if step % 10 == 0:
             out("step", step=step, loss=round(float(loss.detach()), 4))
         if args.eval_every and step % args.eval_every == 0:
-            out("eval", step=step, val_loss=round(_evaluate(model, corpus, cfg), 4))
-    wall = time.monotonic() - began
+            t = time.monotonic()
+            train_s = t - began - eval_s
+            out(
+                "eval",
+                step=step,
+                val_loss=round(_evaluate(model, corpus, cfg), 4),
+                train_s=round(train_s, 3),
+            )
+            eval_s += time.monotonic() - t
+    cross.finish()  # a round still in flight lands before the last evaluation
+    wall = time.monotonic() - began - eval_s
     s = cross.stats()
     out(
         "end",
