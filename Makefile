@@ -58,12 +58,13 @@ bench: install
 	$(BIN)/python benchmarks/bench_planner.py
 
 ## make bench-lab: the lab's benchmarks (root): emulator fidelity, recovery from cuts and flaps,
-## and moving datasets against one TCP stream and rsync (about 10 minutes).
+## moving datasets against one TCP stream and rsync, and training across sites (about 20 minutes).
 bench-lab: install
 	scripts/lab-host.sh
 	$(BIN)/python benchmarks/bench_lab_fidelity.py
 	$(BIN)/python benchmarks/bench_recovery.py
 	$(BIN)/python benchmarks/bench_transfer.py
+	$(BIN)/python benchmarks/bench_training.py
 
 clean:
 	rm -rf $(VENV) .state .mypy_cache .ruff_cache .pytest_cache

@@ -1,7 +1,8 @@
 """One model trained over two lab sites joined by an emulated 68 ms circuit (root, slow):
 ``onecluster train`` starts the gang through the scheduler; per-step DDP and DiLoCo run the
 same example; the WAN bytes per step differ by H × (32 / 8 bits); the loss falls; a site
-whose worker is killed is left out, then heals from the other and rejoins.
+whose worker is killed is left out, then heals from the other and rejoins; the server is
+killed and started again meanwhile, and the gang trains on.
 
 Everything is asserted on structure (bytes, rounds, who took part), never on timings."""
 
@@ -11,6 +12,7 @@ import json
 import os
 import signal
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -135,7 +137,7 @@ def test_diloco_over_the_circuit_survives_a_killed_site_with_h_times_fewer_bytes
     # DiLoCo, H = 10, int8: tokyo's worker is killed after its second round.
     metrics = tmp_path / "diloco.jsonl"
     job_id = train(
-        lab, admin, "diloco", metrics, "--sync-every", str(H), "--bits", "8", "--steps", "800"
+        lab, admin, "diloco", metrics, "--sync-every", str(H), "--bits", "8", "--steps", "1200"
     )
 
     def tokyo_rounds() -> int:
@@ -146,6 +148,16 @@ def test_diloco_over_the_circuit_survives_a_killed_site_with_h_times_fewer_bytes
         e["pid"] for e in events(metrics) if e["event"] == "start" and e["site"] == "tokyo"
     )
     os.kill(victim, signal.SIGKILL)
+    wait_for(  # its first heal was the start's; the second, after the kill
+        lambda: (
+            sum(1 for e in events(metrics) if e["event"] == "healed" and e["site"] == "tokyo") >= 2
+        ),
+        180,
+        "tokyo healed after the kill",
+    )
+    # The scheduler restarts (a crash) while the gang trains: the gang never notices.
+    restarted_at = time.time()
+    lab.server_restart()
     finished(admin, job_id)
 
     seen = events(metrics)
@@ -160,9 +172,13 @@ def test_diloco_over_the_circuit_survives_a_killed_site_with_h_times_fewer_bytes
     # Tokyo's launcher restarted its worker, which healed from singapore.
     starts = [e for e in tyo if e["event"] == "start"]
     assert len(starts) == 2 and starts[1]["pid"] != victim
-    healed = [e for e in tyo if e["event"] == "healed" and e["t"] >= 0]
-    assert any(e["source"] == "singapore" for e in healed[1:] or healed)
+    healed = [e for e in tyo if e["event"] == "healed"]  # at its start, then after the kill
+    assert [e["source"] for e in healed] == ["singapore", "singapore"]
+    assert healed[1]["ts"] > starts[1]["ts"]
     assert tyo[-1]["event"] == "end" and sin[-1]["event"] == "end"
+    assert any(
+        e["ts"] > restarted_at and e["sites"] == ["singapore", "tokyo"] for e in sin_rounds
+    ), "no round of both sites after the server's restart"
     # The loss fell.
     losses = [e["loss"] for e in sin if e["event"] == "step"]
     assert sum(losses[-3:]) / 3 < 0.8 * sum(losses[:3]) / 3

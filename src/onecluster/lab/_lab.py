@@ -436,6 +436,21 @@ class Lab:
         state.save(self.dir)
         self._wait_ready(plan, state, ready_timeout_s, sites=[site])
 
+    def server_restart(self, *, flags: Sequence[str] = ()) -> None:
+        """Kill the lab's server (SIGKILL, as a crash would) and start it again on the same
+        address and state directory, with ``flags``; the agents and their jobs are left
+        alone (they run on their leases meanwhile)."""
+        check_host()
+        state = self._state()
+        if state.server is None or state.server_url is None:
+            msg = "the lab has no server to restart"
+            raise ConflictError(msg, hint="`onecluster lab up` builds the lab first")
+        if self._launcher.owns(state.server.pid):
+            stop_pids([state.server.pid], grace_s=0.0, sig=signal.SIGKILL)
+            self._reap()
+        port = int(state.server_url.rsplit(":", 1)[1].split("/", 1)[0])
+        self._start_server(state, port, flags)
+
     # -- traffic ----------------------------------------------------------------------------
 
     def traffic(
