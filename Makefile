@@ -10,9 +10,9 @@ UP_ARGS ?=
 
 .PHONY: install run test test-slow test-all lint typecheck bench bench-lab clean
 
-# pip shows what it fetches and installs: on a fresh machine this takes about a minute.
+# pip shows what it fetches and installs: on a fresh machine this takes about two minutes (torch is most of it).
 $(STAMP): pyproject.toml
-	@echo "==> installing onecluster and its tools into $(VENV) (the first time, or after pyproject.toml changed: about a minute)"
+	@echo "==> installing onecluster and its tools into $(VENV) (the first time, or after pyproject.toml changed: about two minutes)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --disable-pip-version-check --upgrade pip
 	$(BIN)/pip install --disable-pip-version-check -e '.[dev,training]'

@@ -270,7 +270,8 @@ class RawPeer:
                 return header, payload
 
 
-def test_a_non_finite_update_is_refused_with_an_error_and_never_averaged(base_port: int) -> None:
+def site_a_and_a_hand_spoken_b(base_port: int) -> tuple[Worker, RawPeer, int]:
+    """Site a started, with b spoken by hand and healed from it; a's parameter count."""
     a = make_worker(SITES, 0, base_port, fast_config())
     started = threading.Thread(target=a.cross.start, daemon=True)
     started.start()
@@ -279,6 +280,11 @@ def test_a_non_finite_update_is_refused_with_an_error_and_never_averaged(base_po
     write_frame(peer.sock, {"kind": "join", "lo": 0, "hi": numel})
     peer.next("state")
     started.join(10)
+    return a, peer, numel
+
+
+def test_a_non_finite_update_is_refused_with_an_error_and_never_averaged(base_port: int) -> None:
+    a, peer, numel = site_a_and_a_hand_spoken_b(base_port)
     half = numel // 2  # shard 0 (site a leads it) and shard 1 (site b leads it)
     payload = bytearray(encode(torch.zeros(half), 8, 4096))
     payload[0:4] = struct.pack("<f", float("nan"))  # the first block's scale
@@ -316,14 +322,7 @@ def test_a_non_finite_update_is_refused_with_an_error_and_never_averaged(base_po
 
 
 def test_a_corrupt_frame_cuts_the_peer_off_and_the_site_goes_on(base_port: int) -> None:
-    a = make_worker(SITES, 0, base_port, fast_config())
-    started = threading.Thread(target=a.cross.start, daemon=True)
-    started.start()
-    peer = RawPeer(a)
-    numel = sum(p.numel() for p in a.model.parameters())
-    write_frame(peer.sock, {"kind": "join", "lo": 0, "hi": numel})
-    peer.next("state")
-    started.join(10)
+    a, peer, numel = site_a_and_a_hand_spoken_b(base_port)
     frame = bytearray()
 
     class Capture:

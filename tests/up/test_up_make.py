@@ -63,10 +63,10 @@ def test_the_first_install_says_what_it_does_at_once_and_pip_shows_its_progress(
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
     # the first line says what is happening and how long it takes, before any step runs
-    assert "installing onecluster" in lines[0] and "about a minute" in lines[0], lines
+    assert "installing onecluster" in lines[0] and "about two minutes" in lines[0], lines
     assert lines.index("stub: -m venv .venv") > 0
     calls = (work / ".venv" / "pip-calls").read_text().splitlines()
-    assert len(calls) == 2 and calls[-1].endswith("-e .[dev]"), calls
+    assert len(calls) == 2 and calls[-1].endswith("-e .[dev,training]"), calls
     for call in calls:  # pip is not silenced: it prints each package it fetches and installs
         assert not {"-q", "--quiet"} & set(call.split()), call
     assert "is ready" in lines[-1]

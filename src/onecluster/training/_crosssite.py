@@ -255,11 +255,11 @@ class CrossSite:
         waited = flight.began if flight.thread is None else self._clock()
         if flight.thread is not None:
             flight.thread.join()
-        self._wait_s += self._clock() - waited
         if flight.error is not None:
             raise flight.error
         assert flight.result is not None
         done = self._round(flight.lo, flight.hi, flight.result, flight.number, waited)
+        self._wait_s += self._clock() - waited
         if done.healed_from is None:
             self._outer(flight.lo, flight.hi, self._shared)
         self._serve_joins()
@@ -289,9 +289,7 @@ class CrossSite:
             source = result.source if isinstance(result, Heal) else -1
             source = self.site.first(source if source >= 0 else self.exchange.leader())
             why = result.why if isinstance(result, Heal) else "another worker of the site"
-            done = self._heal(source, why)
-            self._wait_s += self._clock() - began
-            return done
+            return self._heal(source, why)
         assert isinstance(result, Averaged)
         self._shared = self.site.gather(result.vector, bounds)
         self._rounds += 1
