@@ -111,3 +111,44 @@ def test_the_example_refuses_a_file_that_is_not_tinyshakespeare(tmp_path: Path) 
     )
     assert done.returncode == 3
     assert "is not TinyShakespeare (sha256 differs)" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("env", "says"),
+    [
+        ({"ONECLUSTER_GANG_SITES": "a,b", "ONECLUSTER_GANG_RANK": "7"}, "site rank 7"),
+        ({"ONECLUSTER_GPUS": "two"}, "ONECLUSTER_GPUS is 'two'"),
+    ],
+)
+def test_the_launcher_refuses_a_malformed_gang_for_good(env: dict[str, str], says: str) -> None:
+    """It exited 1 with a traceback, and its own launcher would have tried again."""
+    done = subprocess.run(
+        [sys.executable, "-m", "onecluster.training", "launch", "--", "true"],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 3
+    assert says in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("name", ["missing.txt", "."])
+def test_the_example_refuses_data_it_cannot_read(tmp_path: Path, name: str) -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "onecluster.training.chargpt",
+            "--data",
+            str(tmp_path / name),
+            "--no-check",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 3
+    assert "cannot read the text" in done.stderr and "Traceback" not in done.stderr

@@ -92,8 +92,17 @@ def test_sites_start_from_the_lowest_sites_weights(base_port: int) -> None:
     b.cross.close()
 
 
-def test_a_lost_site_is_left_out_and_a_restarted_one_heals_and_rejoins(base_port: int) -> None:
-    cfg = fast_config()
+@pytest.mark.parametrize(
+    "config",
+    [{}, {"mode": "ddp", "sync_every": 1, "bits": 32}],
+    ids=["diloco", "ddp"],
+)
+def test_a_lost_site_is_left_out_and_a_restarted_one_heals_and_rejoins(
+    base_port: int, config: dict[str, object]
+) -> None:
+    """In ddp mode the healed site also takes the inner optimizer's state: without it the
+    two sites' weights drifted apart after the heal (found by an outside review)."""
+    cfg = fast_config(**config)
     a = make_worker(SITES, 0, base_port, cfg)
     b = make_worker(SITES, 1, base_port, cfg)
     start_all(a, b)
@@ -379,4 +388,47 @@ def test_streaming_fragments_overlap_compute_and_keep_the_sites_on_one_line(
     per_round = (s.sync_sent + s.sync_received) / 8
     assert per_round == pytest.approx(numel, rel=0.01)
     for w in workers:
+        w.cross.close()
+
+
+@pytest.mark.xfail(
+    strict=False,
+    reason="known defect: with three or more sites a returning site can still be counted as "
+    "a member by one site and not by another for one round; the round then waits for the "
+    "sync timeout (about 1 run in 5 here).  Membership must change at a round all sites "
+    "agree on (see the issue 15 note).",
+)
+def test_a_restarted_site_of_three_heals_once_and_nobody_waits_on_anybody(base_port: int) -> None:
+    """Three sites; c is lost and a fresh c comes back.  It heals once, from the heaviest
+    site, and no round waits for a site that is healing (an outside review found c healing
+    twice — again from b, met after its first heal — while a waited for c and b for a: all
+    three stuck until the sync timeout)."""
+    sites = ("a", "b", "c")
+    cfg = fast_config(sync_timeout_s=15.0, heal_timeout_s=15.0)
+    a, b, c = (make_worker(sites, r, base_port, cfg) for r in range(3))
+    start_all(a, b, c)
+
+    def c_dies() -> None:
+        train_until(c, 10)
+        c.cross.close()
+
+    run_threads(lambda: train_until(a, 20), lambda: train_until(b, 20), c_dies)
+    c2 = make_worker(sites, 2, base_port, cfg, seed=99)
+    threads = [
+        threading.Thread(target=train_until, args=(w, 60, None, 0.002), daemon=True) for w in (a, b)
+    ]
+    for t in threads:
+        t.start()
+    c2.cross.start()
+    train_until(c2, 60, step_s=0.002)
+    for t in threads:
+        t.join(30)
+    for w in (a, b, c2):
+        assert w.error is None, w.error
+    assert c2.cross.stats().heals == 1
+    assert a.rounds[-1].participants == ("a", "b", "c")
+    for w in (b, c2):
+        for pa, pw in zip(a.model.parameters(), w.model.parameters(), strict=True):
+            assert torch.equal(pa, pw)
+    for w in (a, b, c2):
         w.cross.close()

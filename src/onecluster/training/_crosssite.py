@@ -23,6 +23,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -30,7 +31,7 @@ from torch import nn
 from onecluster.errors import IntegrityError, UnavailableError
 from onecluster.training._config import SyncConfig
 from onecluster.training._exchange import Averaged, Exchange, Heal, is_reply
-from onecluster.training._mesh import Lineage, Mesh, rendezvous_error
+from onecluster.training._mesh import Lineage, Mesh, Message, rendezvous_error
 from onecluster.training._site import SiteGroup, shard_bounds
 from onecluster.training._topology import Topology
 
@@ -149,7 +150,7 @@ class CrossSite:
             source = self.mesh.live_ranks()[0]
             why = "the run starts from the lowest site's weights"
         source = self.site.first(-1 if source is None else source)
-        if source < 0:
+        if source < 0:  # the lowest site at a fresh start: its weights are the run's
             self._serve_start()
             return None
         return self._heal(source, why)
@@ -346,6 +347,7 @@ class CrossSite:
         numel = self._global.numel()
         bounds = shard_bounds(0, numel, topo.local_world)
         a, b = bounds[topo.local_rank]
+        self.mesh.drain(functools.partial(_kind_is, "state"))  # a reply to an older join
         while True:
             if not self.mesh.send(source, {"kind": "join", "lo": a, "hi": b}):
                 message = None
@@ -368,17 +370,23 @@ class CrossSite:
             self.mesh.take(lambda m: False, min(deadline, self._clock() + 0.2))
         _, header, body = message
         size = b - a
-        if len(body) != 8 * size:
+        opt = header.get("optimizer") or {}
+        keys = [str(k) for k in opt.get("keys", [])]
+        scalars = {str(k): float(v) for k, v in opt.get("scalars", {}).items()}
+        if len(body) != 4 * size * (2 + len(keys)):
             raise IntegrityError(
-                f"the state of site {topo.sites[source]} has {len(body)} bytes, not {8 * size}"
+                f"the state of site {topo.sites[source]} has {len(body)} bytes, not "
+                f"{4 * size * (2 + len(keys))}"
             )
         data = torch.frombuffer(bytearray(body), dtype=torch.float32).clone()
         if not bool(torch.isfinite(data).all()):
             raise IntegrityError(f"the state of site {topo.sites[source]} is not finite")
-        self._global = self.site.gather(data[:size], bounds)
-        self._momentum = self.site.gather(data[size:], bounds)
+        pieces = [
+            self.site.gather(data[i * size : (i + 1) * size], bounds) for i in range(2 + len(keys))
+        ]
+        self._global, self._momentum = pieces[0], pieces[1]
         self._unflatten(self._global.clone())
-        self.optimizer.state.clear()  # inner moments restart: the source's are not sent
+        self._load_optimizer_state(keys, scalars, pieces[2:])
         lineage = Lineage.from_json(header["lineage"])
         self.mesh.set_lineage(Lineage(lineage.id, lineage.history, lineage.weight, lineage.step))
         self._rounds = lineage.step
@@ -421,10 +429,61 @@ class CrossSite:
         if not (isinstance(lo, int) and isinstance(hi, int) and 0 <= lo <= hi <= numel):
             _log.warning("ignored a malformed join from site %s", self.topology.sites[rank])
             return
-        body = torch.cat([self._global[lo:hi], self._momentum[lo:hi]]).numpy().tobytes()
-        reply = {"kind": "state", "lineage": self.mesh.lineage.to_json(), "inner": self._inner}
+        keys, scalars, vectors = self._optimizer_state()
+        parts = [self._global[lo:hi], self._momentum[lo:hi], *(v[lo:hi] for v in vectors)]
+        body = torch.cat(parts).numpy().tobytes()
+        reply = {
+            "kind": "state",
+            "lineage": self.mesh.lineage.to_json(),
+            "inner": self._inner,
+            "optimizer": {"keys": keys, "scalars": scalars},
+        }
         if self.mesh.send(rank, reply, body):
-            self.mesh.mark_joined(rank)
+            self.mesh.mark_joined(rank, self.mesh.lineage)
+
+    def _optimizer_state(self) -> tuple[list[str], dict[str, float], list[torch.Tensor]]:
+        """In ``ddp`` mode, the inner optimizer's per-parameter tensors (AdamW's moments),
+        each flattened over the parameters, and its scalars (the step): a healed site must
+        continue with the same optimizer, or its weights drift from its peers'.  DiLoCo
+        sends none: its outer step re-aligns the sites every round (decision 150)."""
+        if self.config.mode != "ddp" or not self._params:
+            return [], {}, []
+        first = self.optimizer.state.get(self._params[0], {})
+        keys = sorted(
+            k
+            for k, v in first.items()
+            if isinstance(v, torch.Tensor) and v.numel() == self._params[0].numel()
+        )
+        scalars = {
+            k: float(v)
+            for k, v in first.items()
+            if isinstance(v, (int, float)) or (isinstance(v, torch.Tensor) and v.numel() == 1)
+        }
+        if any(k not in self.optimizer.state.get(p, {}) for p in self._params for k in keys):
+            return [], {}, []  # a parameter without state yet: nothing consistent to send
+        vectors = [
+            torch.cat([self.optimizer.state[p][k].detach().reshape(-1) for p in self._params]).to(
+                torch.float32
+            )
+            for k in keys
+        ]
+        return keys, scalars, vectors
+
+    def _load_optimizer_state(
+        self, keys: list[str], scalars: dict[str, float], vectors: list[torch.Tensor]
+    ) -> None:
+        """Take the source's inner optimizer state; without one, the moments restart."""
+        self.optimizer.state.clear()
+        if not keys:
+            return
+        offset = 0
+        for p in self._params:
+            n = p.numel()
+            state: dict[str, Any] = {k: torch.tensor(v) for k, v in scalars.items()}
+            for k, vec in zip(keys, vectors, strict=True):
+                state[k] = vec[offset : offset + n].view_as(p).to(p.dtype).clone()
+            self.optimizer.state[p] = state
+            offset += n
 
     # -- flat views -------------------------------------------------------------------------
 
@@ -442,3 +501,7 @@ class CrossSite:
                 else:
                     p.copy_(piece)
                 offset += n
+
+
+def _kind_is(kind: str, message: Message) -> bool:
+    return bool(message[1]["kind"] == kind)

@@ -65,13 +65,19 @@ class Exchange:
         self.config = config
         self._clock = clock
 
-    def members(self) -> list[int]:
-        """The live sites that are not joining, by rank (this one always)."""
+    def members(self, round_no: int | None = None) -> list[int]:
+        """The live sites that are not joining, by rank (this one always); for a round,
+        only those that have not applied it yet: a site healed to a later round takes part
+        from that round on, so a membership change never lands in the middle of a round."""
         me = self.mesh.topology.site_rank
         out = []
         for rank in self.mesh.live_ranks():
             peer = self.mesh.peer(rank)
-            if rank == me or (peer is not None and not peer.joining):
+            if rank == me or (
+                peer is not None
+                and not peer.joining
+                and (round_no is None or peer.step <= round_no)
+            ):
                 out.append(rank)
         return out
 
@@ -79,10 +85,10 @@ class Exchange:
         """The lowest-ranked member: whom a site heals from when told to by its round."""
         return self.members()[0]
 
-    def leader_of(self, shard: int) -> int:
-        """Who averages shard ``shard`` of a round: site ``shard`` while it is a member, else
-        a member chosen by the shard's number (so the work stays spread)."""
-        members = self.members()
+    def leader_of(self, shard: int, round_no: int) -> int:
+        """Who averages shard ``shard`` of round ``round_no``: site ``shard`` while it is a
+        member, else a member chosen by the shard's number (so the work stays spread)."""
+        members = self.members(round_no)
         return shard if shard in members else members[shard % len(members)]
 
     def average(self, round_no: int, vector: torch.Tensor, tokens: float) -> Averaged | Heal:
@@ -106,7 +112,7 @@ class Exchange:
                 return Heal(source, "a site with more merged work came back")
             mine = []
             for shard, (lo, hi) in enumerate(bounds):
-                leader = self.leader_of(shard)
+                leader = self.leader_of(shard, round_no)
                 if shard in done:
                     continue
                 if leader == me:
@@ -138,7 +144,7 @@ class Exchange:
             reply = self.mesh.take(
                 functools.partial(_is_result, round_no, waiting),
                 deadline,
-                give_up=functools.partial(self._moved, waiting),
+                give_up=functools.partial(self._moved, waiting, round_no),
             )
             if reply is None:
                 if self._clock() >= deadline:
@@ -162,10 +168,10 @@ class Exchange:
             done[shard] = self._result(answer, body, hi - lo)
         return _joined([done[shard] for shard in range(len(bounds))])
 
-    def _moved(self, waiting: dict[int, int]) -> bool:
+    def _moved(self, waiting: dict[int, int], round_no: int) -> bool:
         """Whether a shard's leader is lost or no longer its leader."""
         return any(
-            not self.mesh.alive(leader) or self.leader_of(shard) != leader
+            not self.mesh.alive(leader) or self.leader_of(shard, round_no) != leader
             for shard, leader in waiting.items()
         )
 
@@ -197,17 +203,8 @@ class Exchange:
         refused: dict[int, str] = {}
 
         def pending() -> set[int]:
-            out = set()
-            for rank in mesh.live_ranks():
-                peer = mesh.peer(rank)
-                if (
-                    rank != me
-                    and rank not in got
-                    and rank not in refused
-                    and (peer is not None and not peer.joining)
-                ):
-                    out.add(rank)
-            return out
+            members = self.members(round_no)
+            return {r for r in members if r != me and r not in got and r not in refused}
 
         while True:
             waiting = pending()

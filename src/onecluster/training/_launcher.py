@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import FrameType
 
+from onecluster.errors import ValidationError
 from onecluster.training._topology import Topology
 
 __all__ = ["EXIT_PERMANENT", "LaunchConfig", "launch"]
@@ -47,8 +48,15 @@ def launch(command: Sequence[str], config: LaunchConfig, env: Mapping[str, str])
     if not command:
         sys.stderr.write("error: no worker command given after --\n")
         return 2
-    workers = config.workers or max(1, int(env.get("ONECLUSTER_GPUS", "1") or 1))
-    topo = Topology.from_env({**env, "LOCAL_WORLD_SIZE": str(workers)})
+    try:
+        workers = config.workers or max(1, int(env.get("ONECLUSTER_GPUS", "1") or 1))
+        topo = Topology.from_env({**env, "LOCAL_WORLD_SIZE": str(workers)})
+    except ValueError:
+        sys.stderr.write(f"error: ONECLUSTER_GPUS is {env.get('ONECLUSTER_GPUS')!r}, not a count\n")
+        return EXIT_PERMANENT
+    except ValidationError as exc:
+        sys.stderr.write(f"error: {exc.message}\n")
+        return EXIT_PERMANENT
     stopping: list[int] = []
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:

@@ -107,7 +107,7 @@ class _Conn:
     peer: Lineage  # what the peer said last
     last_seen: float
     send_lock: threading.Lock = field(default_factory=threading.Lock)
-    joined: bool = False  # we sent it our state; beats saying "joining" are older than that
+    joined: str | None = None  # the line we sent it our state at; older "joining" beats lag
     open: bool = True
 
 
@@ -217,15 +217,15 @@ class Mesh:
             rank, self._heal_from = self._heal_from, None
             return rank
 
-    def mark_joined(self, rank: int) -> None:
-        """Count a peer this worker just sent its state to as a member from the next round
-        on (its own heartbeat saying so may come later than that round's start)."""
+    def mark_joined(self, rank: int, lineage: Lineage) -> None:
+        """Count a peer this worker just sent its state (at ``lineage``) to as a member from
+        the next round on (its own heartbeat saying so may come later than that round's
+        start); its heartbeats still saying "joining" on an older line are ignored."""
         with self._cv:
             conn = self._conns.get(rank)
             if conn is not None:
-                peer = conn.peer
-                conn.peer = Lineage(peer.id, peer.history, peer.weight, peer.step, joining=False)
-                conn.joined = True
+                conn.peer = Lineage(lineage.id, lineage.history, lineage.weight, lineage.step)
+                conn.joined = lineage.id
 
     def alive(self, rank: int) -> bool:
         with self._cv:
@@ -352,7 +352,8 @@ class Mesh:
                     "lineage": mine.to_json(),
                 },
             )
-            (header, _), size = read_frame(sock)
+            # Before its hello a peer is nobody: a small frame only, never a big allocation.
+            (header, _), size = read_frame(sock, max_payload=0)
             if header["kind"] == "refuse":
                 self._fail(
                     ValidationError(
@@ -411,9 +412,12 @@ class Mesh:
             old = self._conns.get(conn.rank)
             self._conns[conn.rank] = conn
             self._received += size
-            mine, peer = conn.hello, conn.peer
+            # What this worker holds *now* (a heal may have finished since its hello), and
+            # nothing while it is healing anyway.
+            mine, peer = self._lineage, conn.peer
             if (
-                not mine.same_line(peer)
+                not mine.joining
+                and not mine.same_line(peer)
                 and not peer.joining
                 and (peer.weight, -conn.rank) > (mine.weight, -self.topology.site_rank)
             ):
@@ -438,15 +442,18 @@ class Mesh:
             kind = header["kind"]
             if kind == "beat":
                 said = Lineage.from_json(header.get("lineage"))
-                if conn.joined and said.joining:  # sent before it took our state
-                    return
-                conn.joined = False
+                if conn.joined is not None and said.joining and said.id != conn.joined:
+                    return  # sent before it took our state
+                conn.joined = None
+                if said.joining != conn.peer.joining:
+                    self._cv.notify_all()  # a member came or went: rounds re-count
                 conn.peer = said
                 return
             if kind == "join":  # it waits for our state from now on: not a member
                 peer = conn.peer
                 conn.peer = Lineage(peer.id, peer.history, peer.weight, peer.step, joining=True)
-                conn.joined = False
+                conn.joined = None
+                self._cv.notify_all()
             if kind in _SYNC_KINDS:
                 self._sync_received += len(payload)
             elif kind == "state":

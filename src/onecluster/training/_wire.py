@@ -58,7 +58,12 @@ def _read_exact(sock: socket.socket, size: int, touch: Callable[[], None]) -> by
     return buf
 
 
-def read_frame(sock: socket.socket, touch: Callable[[], None] = lambda: None) -> tuple[Frame, int]:
+def read_frame(
+    sock: socket.socket,
+    touch: Callable[[], None] = lambda: None,
+    *,
+    max_payload: int = _MAX_PAYLOAD,
+) -> tuple[Frame, int]:
     """The next frame and the bytes it took; :class:`IntegrityError` for a frame that is not
     one of ours or whose digest does not match, ``ConnectionError`` at the end of the stream."""
     magic, head_len, payload_len = _PREFIX.unpack(_read_exact(sock, _PREFIX.size, touch))
@@ -66,7 +71,7 @@ def read_frame(sock: socket.socket, touch: Callable[[], None] = lambda: None) ->
         raise IntegrityError(
             f"a frame starts with {bytes(magic)!r}, not {_MAGIC!r}: not a gang peer"
         )
-    if head_len > MAX_HEADER or payload_len > _MAX_PAYLOAD:
+    if head_len > MAX_HEADER or payload_len > max_payload:
         raise IntegrityError(f"a frame announces {head_len} + {payload_len} bytes: refused")
     head = bytes(_read_exact(sock, head_len, touch))
     payload = bytes(_read_exact(sock, payload_len, touch)) if payload_len else b""

@@ -74,13 +74,21 @@ def load_corpus(path: Path | None, *, check_sha256: bool = True) -> Corpus:
     if path is None:
         text, name = _generated(), "generated"
     else:
-        raw = path.read_bytes()
+        try:
+            raw = path.read_bytes()
+        except OSError as exc:
+            raise ValidationError(f"cannot read the text at {path}: {exc.strerror}") from exc
         if check_sha256 and hashlib.sha256(raw).hexdigest() != TINYSHAKESPEARE_SHA256:
             raise ValidationError(
                 f"{path} is not TinyShakespeare (sha256 differs)",
                 hint="pass the file itself, or --no-check for another text",
             )
-        text, name = raw.decode("utf-8"), path.name
+        try:
+            text, name = raw.decode("utf-8"), path.name
+        except UnicodeDecodeError as exc:
+            raise ValidationError(f"{path} is not UTF-8 text: {exc.reason}") from exc
+        if len(text) < 1000:
+            raise ValidationError(f"{path} holds {len(text)} characters; the example needs 1,000")
     alphabet = sorted(set(text))
     index = {c: i for i, c in enumerate(alphabet)}
     data = torch.tensor([index[c] for c in text], dtype=torch.long)
