@@ -23,6 +23,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -64,6 +65,9 @@ class Exchange:
         self.mesh = mesh
         self.config = config
         self._clock = clock
+        #: The results this site sent as a shard's leader, by (round, shard), with the line
+        #: they were on: a part that comes late gets the same result (recent rounds only).
+        self._sent: dict[tuple[int, int], tuple[str, dict[str, Any], bytes]] = {}
 
     def members(self, round_no: int | None = None) -> list[int]:
         """The live sites that are not joining, by rank (this one always); for a round,
@@ -254,6 +258,9 @@ class Exchange:
         for rank in participants:
             if rank != me:
                 mesh.send(rank, reply, body)
+        self._sent[(round_no, shard)] = (lineage.id, reply, body)
+        for key in [k for k in self._sent if k[0] < round_no - 1]:
+            del self._sent[key]
         for rank, why in refused.items():
             mesh.send(rank, {"kind": "result", "round": round_no, "shard": shard, "rejected": why})
         return self._result(reply, body, vector.numel())
@@ -273,6 +280,12 @@ class Exchange:
         higher rank heals) — the sender is told to, or this site must (returned)."""
         rank, header, body = message
         theirs = int(header.get("round", -1))
+        late = self._sent.get((theirs, int(header.get("shard", -1))))
+        if late is not None and late[0] == header.get("lineage"):
+            # Its part came after the shard was averaged without it: it still applies the
+            # very result the others applied (not counted in it), and nobody waits.
+            self.mesh.send(rank, late[1], late[2])
+            return None
         if theirs != round_no or header.get("lineage") != lineage.id:
             why = (
                 f"its update is for round {theirs}, this one is at {round_no}"
