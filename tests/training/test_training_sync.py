@@ -391,13 +391,6 @@ def test_streaming_fragments_overlap_compute_and_keep_the_sites_on_one_line(
         w.cross.close()
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="known defect: with three or more sites a returning site can still be counted as "
-    "a member by one site and not by another for one round; the round then waits for the "
-    "sync timeout (about 1 run in 5 here).  Membership must change at a round all sites "
-    "agree on (see the issue 15 note).",
-)
 def test_a_restarted_site_of_three_heals_once_and_nobody_waits_on_anybody(base_port: int) -> None:
     """Three sites; c is lost and a fresh c comes back.  It heals once, from the heaviest
     site, and no round waits for a site that is healing (an outside review found c healing

@@ -151,6 +151,7 @@ class CrossSite:
             why = "the run starts from the lowest site's weights"
         source = self.site.first(-1 if source is None else source)
         if source < 0:  # the lowest site at a fresh start: its weights are the run's
+            self.mesh.set_lineage(Lineage())  # a member: said before any state is served
             self._serve_start()
             return None
         return self._heal(source, why)

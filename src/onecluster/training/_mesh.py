@@ -129,7 +129,7 @@ class Mesh:
         self._cv = threading.Condition()
         self._conns: dict[int, _Conn] = {}
         self._inbox: list[Message] = []
-        self._lineage = Lineage()
+        self._lineage = Lineage(joining=True)  # a fresh process holds nothing yet
         self._fatal: PlatformError | None = None
         self._heal_from: int | None = None
         self._closed = threading.Event()
@@ -207,9 +207,15 @@ class Mesh:
         return self._lineage
 
     def set_lineage(self, lineage: Lineage) -> None:
-        """What this worker has applied; told to peers with every heartbeat."""
+        """What this worker has applied; told to peers with every heartbeat, and at once
+        when it joins or leaves the rounds (so that every peer counts it before it sends a
+        part of a round: frames on a connection arrive in order)."""
         with self._cv:
+            changed = lineage.joining != self._lineage.joining
             self._lineage = lineage
+            conns = [c.rank for c in self._conns.values() if c.open] if changed else []
+        for rank in conns:
+            self.send(rank, {"kind": "beat", "lineage": lineage.to_json()})
 
     def take_heal_from(self) -> int | None:
         """The site this worker must heal from (a peer met with a heavier lineage), once."""
