@@ -311,7 +311,9 @@ class CrossSite:
         old = self.mesh.lineage
         history = (old.id, *old.history)[:4]
         new_id = f"{self._rounds}:{result.digest}"
-        self.mesh.set_lineage(Lineage(new_id, history, old.weight + result.tokens, self._rounds))
+        self.mesh.set_lineage(
+            Lineage(new_id, history, old.weight + result.tokens, self._rounds, since=old.since)
+        )
 
     def _outer(self, lo: int, hi: int, delta: torch.Tensor) -> None:
         """The outer Nesterov step on ``[lo, hi)`` with the averaged pseudo-gradient."""
@@ -341,7 +343,9 @@ class CrossSite:
         topo = self.topology
         began = self._clock()
         old = self.mesh.lineage
-        self.mesh.set_lineage(Lineage(old.id, old.history, old.weight, old.step, joining=True))
+        self.mesh.set_lineage(
+            Lineage(old.id, old.history, old.weight, old.step, joining=True, since=old.since)
+        )
         self.mesh.take_heal_from()  # this heal answers any reason to heal met so far
         _log.info("healing from site %s: %s", topo.sites[source], why)
         deadline = began + self.config.heal_timeout_s
@@ -389,7 +393,9 @@ class CrossSite:
         self._unflatten(self._global.clone())
         self._load_optimizer_state(keys, scalars, pieces[2:])
         lineage = Lineage.from_json(header["lineage"])
-        self.mesh.set_lineage(Lineage(lineage.id, lineage.history, lineage.weight, lineage.step))
+        self.mesh.set_lineage(
+            Lineage(lineage.id, lineage.history, lineage.weight, lineage.step, since=lineage.step)
+        )
         self._rounds = lineage.step
         self._inner = int(header["inner"])
         self._heals += 1

@@ -70,9 +70,10 @@ class Exchange:
         self._sent: dict[tuple[int, int], tuple[str, dict[str, Any], bytes]] = {}
 
     def members(self, round_no: int | None = None) -> list[int]:
-        """The live sites that are not joining, by rank (this one always); for a round,
-        only those that have not applied it yet: a site healed to a later round takes part
-        from that round on, so a membership change never lands in the middle of a round."""
+        """The live sites that are not joining, by rank (this one always); for a round, only
+        those that take part in it: a site healed to round *k* takes part from *k* on, so a
+        membership change never lands in the middle of a round (a site that merely finished
+        the round first is still in it)."""
         me = self.mesh.topology.site_rank
         out = []
         for rank in self.mesh.live_ranks():
@@ -80,7 +81,7 @@ class Exchange:
             if rank == me or (
                 peer is not None
                 and not peer.joining
-                and (round_no is None or peer.step <= round_no)
+                and (round_no is None or peer.since <= round_no)
             ):
                 out.append(rank)
         return out

@@ -56,6 +56,8 @@ class Lineage:
     weight: float = 0.0
     step: int = 0
     joining: bool = False
+    #: The first round it takes part in (the round it healed to; 0 from the start).
+    since: int = 0
 
     def same_line(self, other: Lineage) -> bool:
         return self.id == other.id or self.id in other.history or other.id in self.history
@@ -67,6 +69,7 @@ class Lineage:
             "weight": self.weight,
             "step": self.step,
             "joining": self.joining,
+            "since": self.since,
         }
 
     @classmethod
@@ -80,6 +83,7 @@ class Lineage:
                 float(data["weight"]),
                 int(data["step"]),
                 bool(data["joining"]),
+                int(data.get("since", 0)),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise IntegrityError(f"a peer's lineage is malformed: {exc}") from exc
@@ -230,7 +234,9 @@ class Mesh:
         with self._cv:
             conn = self._conns.get(rank)
             if conn is not None:
-                conn.peer = Lineage(lineage.id, lineage.history, lineage.weight, lineage.step)
+                conn.peer = Lineage(
+                    lineage.id, lineage.history, lineage.weight, lineage.step, since=lineage.step
+                )
                 conn.joined = lineage.id
 
     def alive(self, rank: int) -> bool:
@@ -448,8 +454,10 @@ class Mesh:
             kind = header["kind"]
             if kind == "beat":
                 said = Lineage.from_json(header.get("lineage"))
-                if conn.joined is not None and said.joining and said.id != conn.joined:
-                    return  # sent before it took our state
+                # Sent before it took our state: it says "member" the moment it has healed,
+                # and a later heal of it starts with a join frame (which counts at once).
+                if conn.joined is not None and said.joining:
+                    return
                 conn.joined = None
                 if said.joining != conn.peer.joining:
                     self._cv.notify_all()  # a member came or went: rounds re-count
@@ -457,7 +465,9 @@ class Mesh:
                 return
             if kind == "join":  # it waits for our state from now on: not a member
                 peer = conn.peer
-                conn.peer = Lineage(peer.id, peer.history, peer.weight, peer.step, joining=True)
+                conn.peer = Lineage(
+                    peer.id, peer.history, peer.weight, peer.step, joining=True, since=peer.since
+                )
                 conn.joined = None
                 self._cv.notify_all()
             if kind in _SYNC_KINDS:
