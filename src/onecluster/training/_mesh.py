@@ -107,7 +107,6 @@ class MeshStats:
 class _Conn:
     rank: int
     sock: socket.socket
-    hello: Lineage  # what we said on this connection
     peer: Lineage  # what the peer said last
     last_seen: float
     send_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -374,7 +373,7 @@ class Mesh:
                 )
                 return
             peer_rank, peer = self._check_hello(header, rank, sock)
-            conn = _Conn(peer_rank, sock, mine, peer, self._clock())
+            conn = _Conn(peer_rank, sock, peer, self._clock())
             self._register(conn, size)
             sock.settimeout(None)  # silence is judged by the heartbeat loop
             while not self._closed.is_set():
