@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass
 
 from onecluster.errors import ValidationError
@@ -59,6 +60,13 @@ class JobSpec:
     ``duration_s`` is the researcher's estimate, used for backfill and reports.  ``workdir``
     is where the command runs at its site (an absolute path there; ``None``: a scratch
     directory of the attempt's own).
+
+    Checkpoints: ``checkpoint_interval_s`` says the job saves its state at least that often,
+    so a preemption loses at most that much work; ``checkpoint_on_sigterm`` says it saves its
+    state when sent SIGTERM and exits within the preemption grace, so a preemption loses
+    nothing.  The scheduler prefers victims that lose least, and the simulator and the
+    reports count what preemption really cost.  Where the checkpoint lives is the job's
+    business (its ``workdir`` or a dataset every attempt reaches).
     """
 
     team: str
@@ -73,6 +81,8 @@ class JobSpec:
     command: tuple[str, ...] = ()
     max_sites: int = 1
     workdir: str | None = None
+    checkpoint_interval_s: float | None = None
+    checkpoint_on_sigterm: bool = False
 
     def __post_init__(self) -> None:
         check_name("team", self.team)
@@ -82,6 +92,8 @@ class JobSpec:
         check_positive("the estimated duration", self.duration_s)
         check_non_negative("the dataset size", self.dataset_bytes)
         check_positive("max_sites", self.max_sites)
+        if self.checkpoint_interval_s is not None:
+            check_positive("the checkpoint interval", self.checkpoint_interval_s)
         if self.dataset is not None:
             check_name("dataset", self.dataset)
         if self.workdir is not None and (not self.workdir.startswith("/") or "\0" in self.workdir):
@@ -93,6 +105,17 @@ class JobSpec:
     def accepts(self, gpu_type: str) -> bool:
         """Whether this job may run on ``gpu_type``."""
         return not self.gpu_types or gpu_type in self.gpu_types
+
+    def kept_after(self, ran_s: float) -> float:
+        """Seconds of work a preemption after ``ran_s`` seconds of running keeps (the rest is
+        lost): all of it with ``checkpoint_on_sigterm``, the whole checkpoint intervals run
+        with ``checkpoint_interval_s``, nothing otherwise."""
+        ran = max(ran_s, 0.0)
+        if self.checkpoint_on_sigterm:
+            return ran
+        if self.checkpoint_interval_s is not None:
+            return math.floor(ran / self.checkpoint_interval_s) * self.checkpoint_interval_s
+        return 0.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
