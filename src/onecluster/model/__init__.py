@@ -25,6 +25,7 @@ from onecluster.model._job import (
     JobState,
     PriorityClass,
     SitePart,
+    kept_after,
 )
 from onecluster.model._site import BACKENDS, GpuPool, Site
 from onecluster.model._team import Team
@@ -56,6 +57,7 @@ __all__ = [
     "SiteStatus",
     "Team",
     "gang_port",
+    "kept_after",
     "label_problem",
     "name_problem",
 ]

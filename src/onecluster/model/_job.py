@@ -9,7 +9,15 @@ from dataclasses import dataclass
 from onecluster.errors import ValidationError
 from onecluster.model._checks import check_name, check_non_negative, check_positive
 
-__all__ = ["TERMINAL_STATES", "JobRecord", "JobSpec", "JobState", "PriorityClass", "SitePart"]
+__all__ = [
+    "TERMINAL_STATES",
+    "JobRecord",
+    "JobSpec",
+    "JobState",
+    "PriorityClass",
+    "SitePart",
+    "kept_after",
+]
 
 
 class PriorityClass(enum.IntEnum):
@@ -107,15 +115,21 @@ class JobSpec:
         return not self.gpu_types or gpu_type in self.gpu_types
 
     def kept_after(self, ran_s: float) -> float:
-        """Seconds of work a preemption after ``ran_s`` seconds of running keeps (the rest is
-        lost): all of it with ``checkpoint_on_sigterm``, the whole checkpoint intervals run
-        with ``checkpoint_interval_s``, nothing otherwise."""
-        ran = max(ran_s, 0.0)
-        if self.checkpoint_on_sigterm:
-            return ran
-        if self.checkpoint_interval_s is not None:
-            return math.floor(ran / self.checkpoint_interval_s) * self.checkpoint_interval_s
-        return 0.0
+        """Seconds of work a preemption after ``ran_s`` seconds of running keeps
+        (:func:`kept_after`)."""
+        return kept_after(ran_s, self.checkpoint_interval_s, self.checkpoint_on_sigterm)
+
+
+def kept_after(ran_s: float, interval_s: float | None, on_sigterm: bool) -> float:
+    """Seconds of work a preemption after ``ran_s`` seconds of running keeps (the rest is
+    lost): all of it for a job that checkpoints on SIGTERM, the whole checkpoint intervals
+    run for one that checkpoints every ``interval_s``, nothing otherwise."""
+    ran = max(ran_s, 0.0)
+    if on_sigterm:
+        return ran
+    if interval_s is not None:
+        return math.floor(ran / interval_s) * interval_s
+    return 0.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -163,6 +177,8 @@ class JobRecord:
     #: While the site's cluster manager queues it: when it expects to start it, if it says.
     expected_start_at: float | None = None
     workdir: str | None = None
+    checkpoint_interval_s: float | None = None
+    checkpoint_on_sigterm: bool = False
 
     def spec(self) -> JobSpec:
         """The job's spec, as submitted."""
@@ -179,4 +195,6 @@ class JobRecord:
             command=self.command,
             max_sites=self.max_sites,
             workdir=self.workdir,
+            checkpoint_interval_s=self.checkpoint_interval_s,
+            checkpoint_on_sigterm=self.checkpoint_on_sigterm,
         )

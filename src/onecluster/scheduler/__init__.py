@@ -5,7 +5,14 @@ observe and apply the :class:`Plan` it returns.
 """
 
 from onecluster.scheduler._admission import admit, largest_gang
-from onecluster.scheduler._config import POLICY_KINDS, PlacementWeights, PolicyConfig, PolicyKind
+from onecluster.scheduler._config import (
+    POLICY_KINDS,
+    FairShare,
+    PlacementWeights,
+    PolicyConfig,
+    PolicyKind,
+)
+from onecluster.scheduler._guarantees import guarantees
 from onecluster.scheduler._ledger import AllocationLedger, PoolKey
 from onecluster.scheduler._network import StagingPaths
 from onecluster.scheduler._queue import PendingQueue
@@ -19,12 +26,14 @@ from onecluster.scheduler._state import (
     Preempt,
     Start,
 )
+from onecluster.scheduler._usage import UsageHistory, decayed_gpu_s
 
 __all__ = [
     "POLICY_KINDS",
     "Allocation",
     "AllocationLedger",
     "ClusterView",
+    "FairShare",
     "PassStats",
     "PendingJob",
     "PendingQueue",
@@ -37,6 +46,9 @@ __all__ = [
     "Scheduler",
     "StagingPaths",
     "Start",
+    "UsageHistory",
     "admit",
+    "decayed_gpu_s",
+    "guarantees",
     "largest_gang",
 ]

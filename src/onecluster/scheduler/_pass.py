@@ -8,15 +8,23 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from onecluster.model import Fabric, SitePart
 from onecluster.scheduler._config import PolicyConfig
+from onecluster.scheduler._guarantees import Guarantee
 from onecluster.scheduler._ledger import AllocationLedger, PoolKey
 from onecluster.scheduler._network import StagingPaths
-from onecluster.scheduler._preemption import VictimChoice, choose_victims
+from onecluster.scheduler._preemption import Victim, VictimChoice, choose_victims, rank_victims
 from onecluster.scheduler._reservations import Reservation, shadow_time
-from onecluster.scheduler._state import ClusterView, PassStats, PendingJob, Preempt, Start
+from onecluster.scheduler._state import (
+    ClusterView,
+    PassStats,
+    PendingJob,
+    Preempt,
+    Start,
+)
 
 __all__ = ["Outcome", "PassState", "PoolInfo"]
 
@@ -51,12 +59,14 @@ class PassState:
         fabric: Fabric,
         config: PolicyConfig,
         pools: tuple[PoolInfo, ...],
+        guarantees: Mapping[str, Guarantee],
         ledger: AllocationLedger,
         view: ClusterView,
         now: float,
     ) -> None:
         self.fabric = fabric
         self.config = config
+        self.guarantees = guarantees
         self.ledger = ledger
         self.view = view
         self.now = now
@@ -79,34 +89,77 @@ class PassState:
         self.blocked = 0
         self._paths: StagingPaths | None = None
         self._victims = any(ledger.victim_gpus.values())
-        self._quota: dict[tuple[str, str], float] = {}
+        self._quota: dict[tuple[str, str, str], float] = {}
+        self._homes: dict[str, str | None] = {}
+        #: While set, jobs are placed only at their team's home site (the pass's home round).
+        self.home_only = False
+        #: Pools whose free GPUs are wanted by jobs of teams homed there: not lent away.
+        self.kept: set[PoolKey] = set()
+        self._victim_ranks: dict[PoolKey, tuple[Victim, ...]] = {}
+        #: (pool, owner, home, priority) → the smallest need no victims could meet this pass.
+        self._unmet: dict[tuple[PoolKey, bool, bool, int], int] = {}
         self._weight: dict[str, float] = {}
+        fair = config.fair_share
+        self._tau = fair.half_life_s / math.log(2)
+        self._usage_total = sum(view.usage.values()) / self._tau + sum(ledger.team_gpus.values())
+        self._weight_total = sum(t.weight for t in fabric.teams) or 1.0
         #: After a ``HELD_BACK`` outcome: the longest run that could still have backfilled.
         self.hold_window = 0.0
         self._candidates: dict[tuple[str | None, tuple[str, ...]], tuple[PoolInfo, ...]] = {}
 
     # -- sums ------------------------------------------------------------------------------
 
-    def share(self, team: str) -> float:
-        """GPUs the team holds (after this pass's starts) divided by its weight."""
+    def weight(self, team: str) -> float:
+        """The team's fair-share weight (1 for a team the fabric lacks)."""
         weight = self._weight.get(team)
         if weight is None:
             t = self.fabric.team(team)
             weight = self._weight[team] = t.weight if t is not None else 1.0
-        return (self.ledger.team_gpus.get(team, 0) + self.team_added[team]) / weight
+        return weight
 
-    def nominal_room(self, team: str, gpu_type: str) -> float:
-        """GPUs of ``gpu_type`` the team may still take within quota."""
-        key = (team, gpu_type)
+    def usage(self, team: str) -> float:
+        """The team's usage in GPUs: decayed GPU-seconds ÷ the mean life, plus the GPUs it
+        holds now (this pass's starts included)."""
+        held = self.ledger.team_gpus.get(team, 0) + self.team_added[team]
+        return self.view.usage.get(team, 0.0) / self._tau + held
+
+    def fair_factor(self, team: str) -> float:
+        """Slurm's fair-share factor ``2^(-U/S)`` (see :class:`FairShare`)."""
+        if self._usage_total <= 0:
+            return 1.0
+        used = self.usage(team) / self._usage_total
+        share = self.weight(team) / self._weight_total
+        return math.exp2(-used / share)
+
+    def priority(self, team: str, submitted_at: float) -> float:
+        """The priority of ``team``'s job submitted at ``submitted_at`` (higher goes first)."""
+        fair = self.config.fair_share
+        age = min(max(self.now - submitted_at, 0.0) / fair.max_age_s, 1.0)
+        return fair.usage_weight * self.fair_factor(team) + fair.age_weight * age
+
+    def nominal_room(self, team: str, site: str, gpu_type: str) -> float:
+        """GPUs of ``gpu_type`` at ``site`` the team may still take within its guarantee."""
+        key = (team, site, gpu_type)
         quota = self._quota.get(key)
         if quota is None:
-            t = self.fabric.team(team)
-            found = t.quota_for(gpu_type) if t is not None and self.config.quotas else None
+            granted = self.guarantees.get(team) if self.config.quotas else None
+            found = granted.at(site, gpu_type) if granted is not None else None
             quota = self._quota[key] = math.inf if found is None else float(found)
         if quota == math.inf:
             return quota
         used = self.ledger.nominal.get(team, {}).get(gpu_type, 0)
-        return quota - used - self.nominal_added[key]
+        return quota - used - self.nominal_added[(team, gpu_type)]
+
+    def home(self, team: str) -> str | None:
+        """The team's home site (``None`` for a team the fabric lacks)."""
+        if team not in self._homes:
+            t = self.fabric.team(team)
+            self._homes[team] = t.home_site if t is not None else None
+        return self._homes[team]
+
+    def at_home(self, job: PendingJob, p: PoolInfo) -> bool:
+        """Whether ``p`` is at the home site of ``job``'s team."""
+        return p.site == self.home(job.spec.team)
 
     def exhausted(self) -> bool:
         """Nothing more can happen this pass: no free GPU and nothing to preempt."""
@@ -131,12 +184,15 @@ class PassState:
     # -- candidates --------------------------------------------------------------------------
 
     def candidates(self, job: PendingJob) -> tuple[PoolInfo, ...]:
-        """Pools this job may use: acceptable type, site up, allowed by pin or home rule."""
+        """Pools this job may use: acceptable type, site up, allowed by pin or home rule
+        (``separate``, or the home round of a pass)."""
         spec = job.spec
         site = job.pinned_site
-        if site is None and self.config.home_only:
-            team = self.fabric.team(spec.team)
-            site = team.home_site if team is not None else None
+        if self.home_only or self.config.home_only:
+            home = self.home(spec.team)
+            if site is not None and site != home:
+                return ()
+            site = home
         key = (site, spec.gpu_types)
         found = self._candidates.get(key)
         if found is None:
@@ -179,8 +235,8 @@ class PassState:
             f = self.free[p.key]
             if f < g:
                 continue
-            borrowed = self.nominal_room(spec.team, p.gpu_type) < g
-            if borrowed and not allow_borrow:
+            borrowed = self.nominal_room(spec.team, p.site, p.gpu_type) < g
+            if borrowed and (not allow_borrow or (p.key in self.kept and not self.at_home(job, p))):
                 continue
             res = self.reservations.get(p.key)
             if res is not None and not res.allows(now=self.now, gpus=g, duration=spec.duration_s):
@@ -225,9 +281,6 @@ class PassState:
                 by_type[p.gpu_type].append(p)
         options: list[tuple[bool, int, list[SitePart]]] = []
         for gpu_type, pools in by_type.items():
-            borrowed = self.nominal_room(spec.team, gpu_type) < spec.gpus
-            if borrowed and not allow_borrow:
-                continue
             pools.sort(key=lambda p: -self.free[p.key])
             parts: list[SitePart] = []
             left = spec.gpus
@@ -236,7 +289,12 @@ class PassState:
                 parts.append(SitePart(site=p.site, gpu_type=gpu_type, gpus=take))
                 left -= take
                 if left == 0:
-                    options.append((borrowed, len(parts), parts))
+                    borrowed = any(
+                        self.nominal_room(spec.team, part.site, gpu_type) < spec.gpus
+                        for part in parts
+                    )
+                    if allow_borrow or not borrowed:
+                        options.append((borrowed, len(parts), parts))
                     break
         if not options:
             return False
@@ -261,6 +319,7 @@ class PassState:
             if not borrowed:
                 self.nominal_added[(spec.team, part.gpu_type)] += part.gpus
         self.team_added[spec.team] += spec.gpus
+        self._usage_total += spec.gpus
         self.starts.append(
             Start(
                 job_id=job.job_id,
@@ -302,56 +361,107 @@ class PassState:
         return not math.isinf(self.staging(job, p.site)[1])
 
     def try_preempt(self, job: PendingJob) -> bool:
-        """Claim GPUs for an in-quota job by preempting borrowed or lower-priority work."""
+        """Claim GPUs for a job by preempting work that must yield to it.
+
+        Within its guarantee a job reclaims borrowed work (any team's); at its team's home
+        site any job reclaims borrowed work of teams homed elsewhere (the home site's teams
+        keep what they had alone); pre-emptible work yields to higher priority.  Work
+        running away from home goes first, then what loses least (:func:`choose_victims`).
+        """
         spec = job.spec
         if not self.config.quotas or spec.preemptible or spec.max_sites > 1:
             return False
         g = spec.gpus
-        best: tuple[float, PoolInfo, VictimChoice | None] | None = None
+        home = self.home(spec.team)
+        best: tuple[float, PoolInfo, VictimChoice | None, bool] | None = None
         for p in self.candidates(job):
-            if self.nominal_room(spec.team, p.gpu_type) < g or not self.reachable(job, p):
+            owner = self.nominal_room(spec.team, p.site, p.gpu_type) >= g
+            if not (owner or p.site == home) or not self.reachable(job, p):
                 continue
+            res = self.reservations.get(p.key)
+            if res is not None and not res.allows(now=self.now, gpus=g, duration=spec.duration_s):
+                continue  # the GPUs it would free are held for a job that waits longer
             have = self.free[p.key] + self.draining[p.key]
+            if have < g and self.frees_within_grace(p, have, g):
+                return False  # waiting costs no more than preempting would: reserve instead
             if have >= g:
                 choice: VictimChoice | None = None
                 lost = 0.0
             else:
                 if self.ledger.victim_gpus.get(p.key, 0) < g - have:
                     continue
+                claim = (p.key, owner, p.site == home, int(spec.priority))
+                if self._unmet.get(claim, g + 1) <= g - have:
+                    continue  # a smaller claim of this kind already found too few victims
                 choice = choose_victims(
-                    self.ledger.in_pool(p.key),
-                    pool=p.key,
+                    self._ranked(p.key),
                     need=g - have,
                     priority=int(spec.priority),
-                    now=self.now,
+                    owner=owner,
+                    home=p.site == home,
                     taken=self.taken,
                 )
                 if choice is None:
+                    self._unmet[claim] = g - have
                     continue
                 lost = choice.lost_gpu_s
             if best is None or lost < best[0]:
-                best = (lost, p, choice)
+                best = (lost, p, choice, owner)
         if best is None:
             return False
-        _, p, choice = best
+        _, p, choice, owner = best
         from_free = min(self.free[p.key], g)
         self.free[p.key] -= from_free
         self.total_free -= from_free
         from_draining = min(self.draining[p.key], g - from_free)
         self.draining[p.key] -= from_draining
-        self.nominal_added[(spec.team, p.gpu_type)] += g
+        if owner:
+            self.nominal_added[(spec.team, p.gpu_type)] += g
         for victim in choice.victims if choice else ():
             self.taken.add(victim.job_id)
-            reason = (
-                "borrowed GPUs reclaimed by their owner"
-                if victim.borrowed
-                else (f"pre-empted by higher-priority job {job.job_id}")
-            )
+            if not victim.borrowed:
+                reason = f"pre-empted by higher-priority job {job.job_id}"
+            elif owner:
+                reason = "borrowed GPUs reclaimed by their owner"
+            else:
+                reason = f"GPUs of {p.site} reclaimed by a team homed there"
             self.preempts.append(
                 Preempt(job_id=victim.job_id, for_job_id=job.job_id, reason=reason)
             )
         self.waiting += 1
         return True
+
+    def keep_home(self, job: PendingJob) -> None:
+        """Lend none of the free GPUs of ``job``'s home pools this pass."""
+        self.kept.update(p.key for p in self.candidates(job))
+
+    def frees_within_grace(self, p: PoolInfo, have: int, need: int) -> bool:
+        """Whether ``need`` GPUs of ``p`` free up by themselves within the grace: the
+        ``have`` free or draining ones plus running jobs expected to end by then, less what a
+        reservation there already holds.  A job past its expected end may run on for long:
+        it does not count."""
+        res = self.reservations.get(p.key)
+        need += res.gpus if res is not None else 0
+        by = self.now + self.config.grace_s
+        for end, _, gpus in self.ledger.ends_in_pool(p.key):
+            if have >= need or end > by:
+                break
+            if end > self.now:
+                have += gpus
+        return have >= need
+
+    def _ranked(self, pool: PoolKey) -> tuple[Victim, ...]:
+        """The pool's pre-emptible allocations in the order they yield (once per pass)."""
+        found = self._victim_ranks.get(pool)
+        if found is None:
+            found = self._victim_ranks[pool] = rank_victims(
+                self.ledger.in_pool(pool),
+                pool=pool,
+                homes=self.home,
+                now=self.now,
+                grace_s=self.config.grace_s,
+            )
+        return found
 
     def reserve(self, job: PendingJob) -> None:
         """Hold a blocked job's place in the pool where it can start soonest (EASY backfill).

@@ -9,6 +9,7 @@ from collections.abc import Collection
 from onecluster.model import Fabric, JobSpec
 from onecluster.scheduler._admission import admit
 from onecluster.scheduler._config import PolicyConfig
+from onecluster.scheduler._guarantees import guarantees
 from onecluster.scheduler._ledger import AllocationLedger
 from onecluster.scheduler._pass import Outcome, PassState, PoolInfo
 from onecluster.scheduler._queue import Bucket, BucketKey, Entry, PendingQueue
@@ -22,10 +23,12 @@ class Scheduler:
 
     ``plan`` is a pure function of (fabric, config, view, queue, now): it does no I/O, reads
     no clock and mutates nothing it is given.  Order of service (``unified``/``separate``):
-    priority class, highest first; within a class, the team with the smallest weighted share
-    of GPUs held goes next (weighted fair share); within a team, oldest first.  In-quota
-    work of every class is placed before any borrowed work; a blocked in-quota job preempts
-    borrowed work (any team's) or pre-emptible lower-priority work; other blocked jobs
+    priority class, highest first; within a class, the team whose oldest job has the highest
+    fair-share priority (decayed past usage against weight, plus age: :class:`FairShare`)
+    goes next; within a team, oldest first.  Quotas are guarantees (derived from home sites
+    for teams without one: :func:`guarantees`).  In-quota work of every class is placed
+    before any borrowed work; a blocked in-quota job preempts borrowed work (any team's) or
+    pre-emptible lower-priority work; other blocked jobs
     reserve their place and smaller or shorter jobs backfill around them.  ``fifo`` serves
     strictly in submit order and stops at the first job that does not fit.
     """
@@ -33,6 +36,7 @@ class Scheduler:
     def __init__(self, fabric: Fabric, config: PolicyConfig | None = None) -> None:
         self.fabric = fabric
         self.config = config or PolicyConfig()
+        self.guarantees = guarantees(fabric)
         self._pools = tuple(
             PoolInfo(
                 key=(s.name, p.gpu_type),
@@ -59,6 +63,7 @@ class Scheduler:
             fabric=self.fabric,
             config=self.config,
             pools=self._pools,
+            guarantees=self.guarantees,
             ledger=ledger,
             view=view,
             now=now,
@@ -144,23 +149,37 @@ def _serve_fifo(state: PassState, queue: PendingQueue) -> None:
             heapq.heappush(heap, (nxt[0], key))
 
 
+class _Phase:
+    """The three rounds of a fair pass, in order."""
+
+    QUOTA = "quota"  # work within its team's guarantee (or any work where nothing is borrowed)
+    HOME = "home"  # work beyond its guarantee, at its team's home site only
+    BORROW = "borrow"  # work beyond its guarantee anywhere; then reclaiming
+
+
 def _serve_fair(state: PassState, queue: PendingQueue) -> None:
     levels: dict[int, dict[str, list[_Cursor]]] = defaultdict(lambda: defaultdict(list))
     for b in queue.buckets():
         levels[b.priority][b.team].append(_Cursor(queue, b))
     # In-quota work of every priority class goes before any borrowed work: borrowed GPUs
     # yield to their owners whatever the priorities, so lending them to a higher-priority
-    # borrower while an owner waits would only make the next pass preempt it again.
-    deferred: dict[int, dict[str, list[_Cursor]]] = defaultdict(lambda: defaultdict(list))
-    for priority in sorted(levels, reverse=True):
+    # borrower while an owner waits would only make the next pass preempt it again.  For
+    # the same reason a site's idle GPUs go to the teams homed there before anyone else:
+    # work away from home yields to them.
+    home: dict[int, dict[str, list[_Cursor]]] = defaultdict(lambda: defaultdict(list))
+    borrow: dict[int, dict[str, list[_Cursor]]] = defaultdict(lambda: defaultdict(list))
+    rounds = ((_Phase.QUOTA, levels, home), (_Phase.HOME, home, borrow))
+    for phase, serving, deferred in rounds:
+        for priority in sorted(serving, reverse=True):
+            if state.exhausted():
+                return
+            if serving[priority]:
+                _serve_level(state, serving[priority], deferred[priority], phase=phase)
+    for priority in sorted(borrow, reverse=True):
         if state.exhausted():
             return
-        _serve_level(state, levels[priority], deferred[priority], borrow_phase=False)
-    for priority in sorted(deferred, reverse=True):
-        if state.exhausted():
-            return
-        if deferred[priority]:
-            _serve_level(state, deferred[priority], defaultdict(list), borrow_phase=True)
+        if borrow[priority]:
+            _serve_level(state, borrow[priority], defaultdict(list), phase=_Phase.BORROW)
 
 
 def _serve_level(
@@ -168,26 +187,26 @@ def _serve_level(
     teams: dict[str, list[_Cursor]],
     deferred: dict[str, list[_Cursor]],
     *,
-    borrow_phase: bool,
+    phase: str,
 ) -> None:
-    """Serve one priority level, team by weighted fair share, each team oldest-first."""
-    heap = [(state.share(team), team) for team in teams]
+    """Serve one priority level, team by fair-share priority, each team oldest-first."""
+    heap: list[tuple[float, str]] = []
+    for team, team_cursors in teams.items():
+        pick = _oldest(team_cursors)
+        if pick is not None:
+            heap.append((-state.priority(team, pick[0].submitted_at), team))
     heapq.heapify(heap)
     while heap:
         if state.exhausted():
             return
         _, team = heapq.heappop(heap)
         cursors = teams[team]
-        pick: tuple[Entry, PendingJob, _Cursor] | None = None
-        for c in cursors:
-            found = c.head()
-            if found is not None and (pick is None or found[0] < pick[0]):
-                pick = (found[0], found[1], c)
+        pick = _oldest(cursors)
         if pick is None:
             continue
-        _, job, cursor = pick
+        job, cursor = pick
         state.considered += 1
-        outcome = _decide(state, job, borrow_phase=borrow_phase)
+        outcome = _decide(state, job, phase=phase)
         if outcome in (Outcome.STARTED, Outcome.WAITING):
             cursor.index += 1
         elif outcome == Outcome.HELD_BACK and cursor.held_back < BACKFILL_DEPTH:
@@ -204,18 +223,41 @@ def _serve_level(
                 state.reserve(job)
             # HELD_BACK past BACKFILL_DEPTH: the bucket is done for this pass; its jobs fit
             # free GPUs, so they need no reservation of their own.
-        if cursors:
-            heapq.heappush(heap, (state.share(team), team))
+        nxt = _oldest(cursors)
+        if nxt is not None:
+            heapq.heappush(heap, (-state.priority(team, nxt[0].submitted_at), team))
 
 
-def _decide(state: PassState, job: PendingJob, *, borrow_phase: bool) -> str:
+def _oldest(cursors: list[_Cursor]) -> tuple[PendingJob, _Cursor] | None:
+    """The oldest job at the head of one of ``cursors`` (a team's buckets), and its cursor."""
+    pick: tuple[Entry, PendingJob, _Cursor] | None = None
+    for c in cursors:
+        found = c.head()
+        if found is not None and (pick is None or found[0] < pick[0]):
+            pick = (found[0], found[1], c)
+    return None if pick is None else (pick[1], pick[2])
+
+
+def _decide(state: PassState, job: PendingJob, *, phase: str) -> str:
+    if phase == _Phase.HOME:
+        state.home_only = True
+        try:
+            outcome = state.try_start(job, allow_borrow=True)
+            if outcome == Outcome.HELD_BACK:
+                # Free GPUs at home that only a reservation keeps from it: lent away, they
+                # would be reclaimed by this job at once.
+                state.keep_home(job)
+        finally:
+            state.home_only = False
+        return Outcome.STARTED if outcome == Outcome.STARTED else Outcome.DEFERRED
+    borrow_phase = phase == _Phase.BORROW
     outcome = state.try_start(job, allow_borrow=borrow_phase or not state.config.quotas)
     if outcome == Outcome.STARTED or (outcome == Outcome.HELD_BACK and not borrow_phase):
         return outcome
     if not borrow_phase and state.config.quotas and state.can_borrow_now(job):
         return Outcome.DEFERRED
     # Still here in the borrow phase: the idle GPUs it was deferred for went to others (or
-    # are held for a reserved job), so an owner with quota to spare reclaims its own.
+    # are held for a reserved job), so it reclaims what it is owed (:meth:`try_preempt`).
     if state.try_preempt(job):
         return Outcome.WAITING
     return outcome

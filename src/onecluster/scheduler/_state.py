@@ -17,7 +17,8 @@ class Allocation:
 
     ``borrowed`` work runs beyond its team's quota on idle GPUs and is always pre-emptible.
     ``draining`` allocations are being preempted or cancelled; their GPUs stay occupied until
-    the process exits.
+    the process exits.  The checkpoint fields are the job's declaration
+    (:class:`~onecluster.model.JobSpec`): what preempting it would lose.
     """
 
     job_id: str
@@ -29,6 +30,8 @@ class Allocation:
     started_at: float = 0.0
     expected_end: float = 0.0
     draining: bool = False
+    checkpoint_interval_s: float | None = None
+    checkpoint_on_sigterm: bool = False
 
     @property
     def gpus(self) -> int:
@@ -62,7 +65,9 @@ class ClusterView:
     ``capacity`` maps a pool (site, GPU type) to the GPUs its site reports it really has when
     that is fewer than the fabric declares (GPUs out of service, a smaller test cluster).
     ``closed_sites`` are up but take no new work (their cluster manager is degraded): their
-    running work stays, their circuits still carry traffic.
+    running work stays, their circuits still carry traffic.  ``usage`` maps a team to its
+    decayed GPU-seconds at the pass's ``now`` (:mod:`onecluster.scheduler._usage`); a team
+    missing from it used nothing lately.
     """
 
     running: Iterable[Allocation] = ()
@@ -71,6 +76,7 @@ class ClusterView:
     replicas: Mapping[str, frozenset[str]] = field(default_factory=lambda: MappingProxyType({}))
     circuit_load: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     capacity: Mapping[tuple[str, str], int] = field(default_factory=lambda: MappingProxyType({}))
+    usage: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

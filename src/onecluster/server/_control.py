@@ -5,11 +5,12 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Sequence
+from dataclasses import replace
 
 from onecluster.clock import Clock
 from onecluster.errors import NotFoundError, PlatformError, ValidationError
 from onecluster.model import JobRecord, JobSpec
-from onecluster.reports import Month, UsageRecord, gpu_report
+from onecluster.reports import Month, gpu_report, usage_record
 from onecluster.scheduler import PendingJob, Scheduler
 from onecluster.schema import (
     AgentSync,
@@ -27,6 +28,7 @@ from onecluster.server._data_control import DataControl
 from onecluster.server._exports import ExportControl
 from onecluster.server._links import LinkBoard
 from onecluster.server._pending import PendingMirror
+from onecluster.server._usage import TeamUsage
 from onecluster.server._views import (
     desired_attempt,
     require_site,
@@ -56,7 +58,9 @@ class ControlPlane:
         self.fabric = config.fabric
         self.store = store
         self.clock = clock
-        self.scheduler = Scheduler(config.fabric, config.policy)
+        # The scheduler weighs preempting against the grace the agents really give.
+        self.scheduler = Scheduler(config.fabric, replace(config.policy, grace_s=config.grace_s))
+        self.usage = TeamUsage(store, config.policy.fair_share.half_life_s)
         self.auth = Authenticator(store)
         self.links = LinkBoard(
             config.fabric,
@@ -281,21 +285,8 @@ class ControlPlane:
         """The monthly GPU report (JSON) from every attempt that ran in ``month``."""
         period = Month.parse(month)
         now = self.clock.now()
-        records = []
-        for attempt, team in self.store.usage(period.start, period.end):
-            started, finished = attempt.billed_span(now)
-            records.append(
-                UsageRecord(
-                    job_id=attempt.job_id,
-                    team=team,
-                    site=attempt.site,
-                    gpu_type=attempt.gpu_type,
-                    gpus=attempt.gpus,
-                    started_at=started,
-                    finished_at=finished,
-                    cost_per_gpu_hour=attempt.cost_per_gpu_hour,
-                    borrowed=attempt.borrowed,
-                    waited_s=attempt.waited_s,
-                )
-            )
+        records = [
+            usage_record(attempt, job.team, job.spec(), now=now)
+            for attempt, job in self.store.usage(period.start, period.end)
+        ]
         return gpu_report(records, self.fabric, str(period)).to_json()

@@ -129,6 +129,7 @@ class Reconciler:
             now=now,
             circuit_load=c.circuit_load(now),
             registered=c.data.replicas(),
+            usage=c.usage.at(now),
         )
         with c.pending.for_pass() as queue:
             return c.scheduler.plan(view, queue, now)

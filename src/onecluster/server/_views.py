@@ -85,6 +85,8 @@ def job_out(job: JobRecord) -> JobOut:
         reason=job.reason,
         expected_start_at=job.expected_start_at,
         workdir=job.workdir,
+        checkpoint_interval_s=job.checkpoint_interval_s,
+        checkpoint_on_sigterm=job.checkpoint_on_sigterm,
     )
 
 
@@ -101,6 +103,8 @@ def desired_attempt(a: Assignment, *, grace_s: float) -> DesiredAttempt:
     }
     if a.dataset_dir is not None:
         env["ONECLUSTER_DATASET_DIR"] = a.dataset_dir
+    if a.checkpoint_interval_s is not None:
+        env["ONECLUSTER_CHECKPOINT_INTERVAL_S"] = _seconds(a.checkpoint_interval_s)
     return DesiredAttempt(
         attempt_id=a.attempt_id,
         job_id=a.job_id,
@@ -114,6 +118,12 @@ def desired_attempt(a: Assignment, *, grace_s: float) -> DesiredAttempt:
         handed_to=a.handed_to,
         workdir=a.workdir,
     )
+
+
+def _seconds(value: float) -> str:
+    """Seconds as a program parses them most easily: ``600`` for a whole number, else the
+    shortest decimal that reads back exactly (``0.5``)."""
+    return str(int(value)) if value.is_integer() else repr(value)
 
 
 def gang_env(a: Assignment) -> dict[str, str]:
@@ -195,6 +205,7 @@ def cluster_view(
     now: float,
     circuit_load: Mapping[str, float] | None = None,
     registered: Mapping[str, frozenset[str]] | None = None,
+    usage: Mapping[str, float] | None = None,
 ) -> ClusterView:
     """What the scheduler sees: running allocations, sites not up, dataset replicas, and the
     load of each circuit (a circuit that is down counts as full).
@@ -202,7 +213,8 @@ def cluster_view(
     A dataset's replicas are the sites its fabric entry names and, for a registered one
     (``registered``: name → sites), the sites holding all of its latest version.
 
-    A site whose agent never synced counts as down: nothing could run there.
+    A site whose agent never synced counts as down: nothing could run there.  ``usage``:
+    each team's decayed GPU-seconds, for fair share.
     """
     by_site = {s.site: s for s in sites}
     status = {n: site_status(by_site.get(n), now=now) for n in fabric.site_names}
@@ -225,6 +237,8 @@ def cluster_view(
                 expected_end=started + job.duration_s,
                 draining=job.state in (JobState.PREEMPTING, JobState.CANCELLING)
                 or any(a.state is AttemptState.STOPPING for a in attempts),
+                checkpoint_interval_s=job.checkpoint_interval_s,
+                checkpoint_on_sigterm=job.checkpoint_on_sigterm,
             )
         )
     replicas = {d.name: frozenset(d.sites) for d in fabric.datasets}
@@ -237,6 +251,7 @@ def cluster_view(
         replicas=replicas,
         capacity=_reported_capacity(fabric, by_site),
         circuit_load=MappingProxyType(dict(circuit_load or {})),
+        usage=MappingProxyType(dict(usage or {})),
     )
 
 

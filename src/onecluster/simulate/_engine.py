@@ -7,9 +7,11 @@ their GPUs at once and hold them while the dataset is staged, then for the job's
 preemptions mark the allocation draining, and when the grace period ends the job goes back to
 the queue with its id and submit time.
 
-A preempted job **restarts from scratch** (the work it had done is counted in
-``lost_gpu_s``) unless ``checkpoint_interval_s`` is given: then it keeps every whole interval
-of work it completed.  A job that finishes within its grace period completes.
+A preempted job keeps what its checkpoints saved (:meth:`JobSpec.kept_after`: every whole
+checkpoint interval it ran, or everything if it checkpoints on SIGTERM) and restarts from
+there; a job that declares no checkpoint restarts from scratch.  ``checkpoint_interval_s``
+gives every job of the trace that declares nothing that interval.  The work thrown away is
+counted in ``lost_gpu_s``.  A job that finishes within its grace period completes.
 
 One :class:`PendingQueue` and one :class:`AllocationLedger` live for the whole run and are
 updated incrementally, so a pass never rebuilds them.
@@ -38,6 +40,7 @@ from onecluster.scheduler import (
     Preempt,
     Scheduler,
     Start,
+    UsageHistory,
 )
 from onecluster.simulate._metrics import Tally
 from onecluster.simulate._result import SimResult
@@ -102,9 +105,7 @@ def simulate(
     plans more GPUs than a pool has (a scheduler bug, never silently absorbed).
     """
     cfg = config or PolicyConfig(kind=cast(PolicyKind, policy_kind))  # validates the kind
-    if grace_s < 0:
-        msg = f"grace_s must not be negative (got {grace_s})"
-        raise ValidationError(msg)
+    cfg = replace(cfg, grace_s=grace_s)  # the scheduler weighs preempting against the grace
     if checkpoint_interval_s is not None and not checkpoint_interval_s > 0:
         msg = f"checkpoint_interval_s must be greater than 0 (got {checkpoint_interval_s})"
         raise ValidationError(msg)
@@ -142,10 +143,13 @@ class _Run:
         self.ledger = AllocationLedger()
         self.replicas: dict[str, frozenset[str]] = {k: frozenset(v) for k, v in replicas.items()}
         self.circuits = Circuits(fabric)
+        self.history = UsageHistory(config.fair_share.half_life_s)
+        self.usage: dict[str, float] = {}
         self.view = ClusterView(
             running=self.ledger,
             replicas=MappingProxyType(self.replicas),
             circuit_load=self.circuits.load_view,
+            usage=MappingProxyType(self.usage),
         )
         self.capacity = {(s.name, p.gpu_type): p.count for s in fabric.sites for p in s.pools}
         self.tally = Tally(fabric)
@@ -165,6 +169,8 @@ class _Run:
             tj = jobs[i]
             job_id = f"job-{i:0{width}d}"
             spec = tj.to_spec(job_id)
+            if self.checkpoint_s is not None and spec.checkpoint_interval_s is None:
+                spec = replace(spec, checkpoint_interval_s=self.checkpoint_s)
             try:
                 self.scheduler.admit(spec)
             except ImpossibleJobError as exc:
@@ -217,6 +223,7 @@ class _Run:
         heapq.heappush(self.events, (at, self.seq, kind, key, attempt))
 
     def _apply_plan(self, now: float) -> None:
+        self.usage.update(self.history.at(now))
         plan = self.scheduler.plan(self.view, self.queue, now)
         self.tally.passes += 1
         for p in plan.preemptions:
@@ -258,9 +265,12 @@ class _Run:
                 preemptible=s.preemptible,
                 started_at=now,
                 expected_end=end,
+                checkpoint_interval_s=job.spec.checkpoint_interval_s,
+                checkpoint_on_sigterm=job.spec.checkpoint_on_sigterm,
             )
         )
         job.waited += now - job.queued_at
+        self.history.change(job.spec.team, sum(p.gpus for p in s.parts), now)
         self.tally.started(job.spec.team, s, used)
         job.started_at = now + staging
         job.draining = False
@@ -274,6 +284,10 @@ class _Run:
         self.ledger.replace(replace(alloc, draining=True))
         job.draining = True
         self.tally.preempted(job.spec.team)
+        claimant = self.jobs.get(p.for_job_id)
+        if alloc.borrowed and claimant is not None:
+            # The owner's wait for its GPUs: from its (re)queueing until the victim is gone.
+            self.tally.reclaimed(now + self.grace_s - claimant.queued_at)
         self._push(now + self.grace_s, _EXITED, p.job_id, job.attempt)
 
     def _end(self, job_id: str, attempt: int, now: float) -> None:
@@ -282,8 +296,9 @@ class _Run:
             return
         job.attempt += 1
         alloc = self.ledger.remove(job_id)
+        self.history.change(alloc.team, -alloc.gpus, now)
         self.tally.released(alloc, now)
-        self.tally.completed(job.spec.team, now - job.submitted, job.waited, now)
+        self.tally.completed(job.spec.team, now - job.submitted, job.waited, now, job_id)
 
     def _exited(self, job_id: str, attempt: int, now: float) -> None:
         job = self.jobs[job_id]
@@ -291,11 +306,10 @@ class _Run:
             return
         job.attempt += 1
         alloc = self.ledger.remove(job_id)
+        self.history.change(alloc.team, -alloc.gpus, now)
         self.tally.released(alloc, now)
         ran = max(now - job.started_at, 0.0)
-        kept = 0.0
-        if self.checkpoint_s is not None:
-            kept = min(math.floor(ran / self.checkpoint_s) * self.checkpoint_s, job.work_left)
+        kept = min(job.spec.kept_after(ran), job.work_left)
         self.tally.lost(alloc.gpus * (ran - kept))
         if kept > 0 and job.work_left - kept > 0:
             job.work_left -= kept

@@ -7,6 +7,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Mapping
 
+from onecluster.errors import PlatformError
 from onecluster.model import Fabric
 from onecluster.scheduler import Allocation, Start
 from onecluster.simulate._result import SimResult, SiteStats, TeamStats
@@ -16,10 +17,15 @@ __all__ = ["Tally", "p95"]
 
 def p95(values: list[float]) -> float:
     """The 95th percentile by nearest rank (0 for no values)."""
+    return _quantile(values, 0.95)
+
+
+def _quantile(values: list[float], q: float) -> float:
+    """The ``q`` quantile by nearest rank (0 for no values)."""
     if not values:
         return 0.0
     ordered = sorted(values)
-    return ordered[max(math.ceil(0.95 * len(ordered)) - 1, 0)]
+    return ordered[max(math.ceil(q * len(ordered)) - 1, 0)]
 
 
 class _TeamTally:
@@ -56,6 +62,8 @@ class Tally:
         self.busy = 0.0
         self.lost_gpu_s = 0.0
         self.passes = 0
+        self.reclaims: list[float] = []
+        self.done: set[str] = set()
 
     def submitted(self, team: str, at: float) -> None:
         """A job was admitted and will arrive at ``at``."""
@@ -104,8 +112,16 @@ class Tally:
         """Work thrown away by a preemption."""
         self.lost_gpu_s += gpu_s
 
-    def completed(self, team: str, jct: float, waited: float, now: float) -> None:
-        """A job of ``team`` completed at ``now``."""
+    def reclaimed(self, wait_s: float) -> None:
+        """An owner waited ``wait_s`` from its queueing until borrowed GPUs were freed for it."""
+        self.reclaims.append(wait_s)
+
+    def completed(self, team: str, jct: float, waited: float, now: float, job_id: str) -> None:
+        """Job ``job_id`` of ``team`` completed at ``now``; a second completion is a bug."""
+        if job_id in self.done:
+            msg = f"job {job_id} completed twice (a simulator bug, never silently absorbed)"
+            raise PlatformError(msg)
+        self.done.add(job_id)
         t = self.teams[team]
         t.jcts.append(jct)
         t.waits.append(waited)
@@ -163,6 +179,9 @@ class Tally:
             arrival_span_s=span,
             busy_gpu_s=self.busy,
             lost_gpu_s=self.lost_gpu_s,
+            reclaims=len(self.reclaims),
+            reclaim_p99_s=_quantile(self.reclaims, 0.99),
+            reclaim_max_s=max(self.reclaims, default=0.0),
             passes=self.passes,
             sim_wall_s=sim_wall_s,
             teams=teams,

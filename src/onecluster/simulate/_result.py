@@ -47,7 +47,10 @@ class SimResult:
     the workload's offered load (its GPU-seconds ÷ (GPUs × arrival span)) by the work that
     runs after the last arrival: the tail of jobs that started late in the span.  ``wait`` is the
     time a job spent queued, summed over its attempts; ``jct`` is submit to completion.
-    ``lost_gpu_s`` is work thrown away by preemptions.  ``peak_usage`` maps ``site/type`` to
+    ``lost_gpu_s`` is work thrown away by preemptions (what checkpoints kept is not lost).
+    ``reclaims`` counts preemptions of borrowed work for an owner; ``reclaim_*_s`` is the
+    time from the owner's queueing until the borrowed GPUs were free (bounded by the grace
+    when the owner reclaims on arrival).  ``peak_usage`` maps ``site/type`` to
     the most GPUs ever held there at once (never above the pool's size).  ``warnings`` are
     sentences for the user (e.g. trace teams the fabric lacks).
     """
@@ -70,6 +73,9 @@ class SimResult:
     busy_gpu_s: float
     lost_gpu_s: float
     passes: int
+    reclaims: int = 0
+    reclaim_p99_s: float = 0.0
+    reclaim_max_s: float = 0.0
     sim_wall_s: float
     teams: Mapping[str, TeamStats] = field(default_factory=dict)
     sites: Mapping[str, SiteStats] = field(default_factory=dict)
@@ -106,6 +112,9 @@ class SimResult:
             "arrival_span_s",
             "busy_gpu_s",
             "lost_gpu_s",
+            "reclaims",
+            "reclaim_p99_s",
+            "reclaim_max_s",
             "passes",
             "sim_wall_s",
         ):

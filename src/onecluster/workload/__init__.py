@@ -8,6 +8,7 @@ from onecluster.workload._job import TraceJob
 from onecluster.workload._load import load_trace, trace_format
 from onecluster.workload._load_factor import at_load, offered_load
 from onecluster.workload._rows import select as select_jobs
+from onecluster.workload._shaped import shaped
 
 __all__ = [
     "REQUIRED_COLUMNS",
@@ -24,5 +25,6 @@ __all__ = [
     "read_alibaba",
     "read_trace",
     "select_jobs",
+    "shaped",
     "trace_format",
 ]

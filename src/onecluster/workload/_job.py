@@ -17,7 +17,8 @@ class TraceJob:
     ``submit_time`` and ``duration_s`` are seconds (submit times are relative to the start of
     the trace).  ``gpu_types`` lists acceptable GPU types (empty: any).  ``home_site`` is the
     site the job's team calls home when the trace says so, else ``None``.  ``name`` is the
-    job's name in the trace (e.g. the Alibaba pod name), kept for reference only.
+    job's name in the trace (e.g. the Alibaba pod name), kept for reference only.  The
+    checkpoint fields are the job's declaration (:class:`~onecluster.model.JobSpec`).
 
     Construction raises :class:`ValidationError` for a negative submit time, a non-positive
     duration, fewer than one GPU or a negative dataset size.
@@ -32,6 +33,8 @@ class TraceJob:
     dataset_bytes: int = 0
     home_site: str | None = None
     name: str = ""
+    checkpoint_interval_s: float | None = None
+    checkpoint_on_sigterm: bool = False
 
     def __post_init__(self) -> None:
         if not self.submit_time >= 0:
@@ -58,4 +61,6 @@ class TraceJob:
             gpu_types=self.gpu_types,
             dataset=self.dataset,
             dataset_bytes=self.dataset_bytes,
+            checkpoint_interval_s=self.checkpoint_interval_s,
+            checkpoint_on_sigterm=self.checkpoint_on_sigterm,
         )
