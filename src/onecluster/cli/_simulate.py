@@ -40,6 +40,12 @@ def simulate(
         help="Instead of --trace: this many jobs from the fitted generator.",
     ),
     policy: Policy = typer.Option(Policy.UNIFIED, "--policy", help="unified, separate or fifo."),
+    compare: Policy | None = typer.Option(
+        None,
+        "--compare",
+        help="Also replay under this policy (e.g. separate) and print, per team, the wait, JCT "
+        "and GPU-hours under both: would any team lose?",
+    ),
     limit: int | None = typer.Option(None, "--limit", min=1, help="Replay at most this many jobs."),
     skip: int = typer.Option(0, "--skip", min=0, help="Skip this many jobs of the trace first."),
     time_scale: float = typer.Option(1.0, "--time-scale", help="Divide arrival times by this."),
@@ -58,7 +64,9 @@ def simulate(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object on stdout."),
 ) -> None:
     """Simulate a workload on a fabric; deterministic for the same inputs."""
+    from onecluster.cli._compare import comparison_table
     from onecluster.fabric import load_fabric
+    from onecluster.simulate import MIN_JOBS, compare_teams
     from onecluster.simulate import simulate as run_simulation
     from onecluster.workload import at_load
 
@@ -93,10 +101,19 @@ def simulate(
     result = run_simulation(fabric, jobs, policy.value, seed=seed)
     for warning in result.warnings:
         warn.print(f"[yellow]warning:[/] {warning}")
-    if as_json:
-        typer.echo(json.dumps(result.to_json(), indent=2))
-        return
+    baseline = None if compare is None else run_simulation(fabric, jobs, compare.value, seed=seed)
+    rows = () if baseline is None else compare_teams(result, baseline)
     body = result.to_json()
+    if baseline is not None:
+        body["compare"] = {
+            "policy": baseline.policy,
+            "result": baseline.to_json(),
+            "teams": [r.to_json() for r in rows],
+            "losing_teams": [r.team for r in rows if r.loses],
+        }
+    if as_json:
+        typer.echo(json.dumps(body, indent=2))
+        return
     console = out_console()
     summary = Table(
         title=f"simulation · {fabric.name} · policy {policy.value}",
@@ -126,6 +143,15 @@ def simulate(
     console.print(_utilization_note(body), soft_wrap=False)
     console.print(_breakdown("team", body["teams"]))
     console.print(_breakdown("site", body["sites"]))
+    if baseline is not None:
+        console.print(comparison_table(rows, after=policy.value, before=baseline.policy))
+        losing = [r.team for r in rows if r.loses]
+        console.print(
+            f"teams that lose under {policy.value}: {', '.join(losing)}"
+            if losing
+            else f"no team with {MIN_JOBS}+ jobs waits longer under {policy.value} "
+            f"than under {baseline.policy} (× 1.1 + 60 s)"
+        )
 
 
 def _jobs(

@@ -146,9 +146,12 @@ def _team(node: yaml.Node, source: str, lines: dict[str, int]) -> Team:
     name = m.text("name")
     m.what = f"team {name}"
     m.check_keys({"name", "home_site", "weight", "quota"})
-    quota: dict[str, int] = {}
+    # No ``quota`` key: the team gets a derived guarantee (its home site shared by weight,
+    # onecluster.scheduler.guarantees); ``quota: {}`` guarantees it nothing.
+    quota: dict[str, int] | None = None
     qm = m.mapping("quota", f"the quota of team {name}")
     if qm is not None:
+        quota = {}
         for gpu_type, value in qm.items():
             if not isinstance(value, yaml.ScalarNode):
                 qm.fail(value, f"quota of team {name} for {gpu_type} must be a number of GPUs")

@@ -27,8 +27,9 @@ class Team:
 
     ``quota`` maps GPU type → GPUs the team is entitled to across *all* sites (quota is
     global, not per site).  Work beyond quota may still run on idle GPUs, *borrowed* and
-    pre-emptible.  ``quota=None`` means the team has no quota limit (used for teams that
-    appear only in a trace).  ``weight`` sets its share in weighted fair sharing.
+    pre-emptible.  ``quota=None`` means the team declares none: it gets a derived guarantee,
+    its home site's GPUs shared by weight with the other teams homed there that declare none
+    (:func:`onecluster.scheduler.guarantees`).  ``weight`` sets its share in fair sharing.
     """
 
     name: str

@@ -48,11 +48,12 @@ def rank_victims(
     Borrowed work first (the lender is reclaiming), work away from its team's home site
     (``homes``) before work at home, then the lowest priority, then what preempting it
     costs: the work it loses (checkpoints count) plus its GPUs idle through the grace — so a
-    fresh 128-GPU gang is not stopped to free one GPU.  A pass ranks a pool once and every
-    claimant walks the same list.  (Written for speed: a busy pass ranks hundreds.)
+    fresh 128-GPU gang is not stopped to free one GPU; at equal cost, the one that would
+    hold its GPUs longest (a job about to end frees them anyway).  A pass ranks a pool once
+    and every claimant walks the same list.  (Written for speed: a busy pass ranks hundreds.)
     """
     site = pool[0]
-    keyed: list[tuple[bool, bool, int, float, int]] = []
+    keyed: list[tuple[bool, bool, int, float, float, int]] = []
     found: list[Victim] = []
     for a in allocations:
         if not (a.borrowed or a.preemptible) or a.draining:
@@ -71,10 +72,11 @@ def rank_victims(
             lost = gpus * ran
         else:
             lost = gpus * (ran - kept_after(ran, a.checkpoint_interval_s, a.checkpoint_on_sigterm))
-        keyed.append((not a.borrowed, not away, int(a.priority), lost + gpus * grace_s, len(found)))
+        cost = lost + gpus * grace_s
+        keyed.append((not a.borrowed, not away, int(a.priority), cost, -a.expected_end, len(found)))
         found.append(Victim(allocation=a, away=away, gpus_here=here, lost_gpu_s=lost))
     keyed.sort()
-    return tuple(found[k[4]] for k in keyed)
+    return tuple(found[k[5]] for k in keyed)
 
 
 def may_preempt(victim: Victim, priority: int, *, owner: bool, home: bool) -> bool:
