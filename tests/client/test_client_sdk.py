@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 
 import httpx
@@ -92,6 +93,46 @@ def test_a_successful_answer_is_parsed_into_the_schema() -> None:
     with answering(201, job) as client:
         out = client.submit(JobSubmit(team="llm", gpus=8, duration_s=60.0))
     assert (out.id, out.state, out.gpus) == ("j-1", "pending", 8)
+    # A server from before checkpoints (issue 16) says nothing of them: the job declared none.
+    assert (out.checkpoint_interval_s, out.checkpoint_on_sigterm) == (None, False)
+
+
+def test_a_jobs_checkpoints_go_on_the_wire_and_come_back() -> None:
+    sent: list[dict[str, object]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        sent.append(body)
+        answer = {
+            **body,
+            "id": "j-1",
+            "state": "pending",
+            "dataset_bytes": 0,
+            "submitted_at": 1.0,
+            "started_at": None,
+            "finished_at": None,
+            "parts": [],
+            "borrowed": False,
+            "attempts": 0,
+            "preemptions": 0,
+            "exit_code": None,
+            "reason": None,
+        }
+        del answer["dataset_gb"]
+        return httpx.Response(201, json=answer)
+
+    body = JobSubmit(
+        team="llm",
+        gpus=8,
+        duration_s=3600.0,
+        command=["train"],
+        checkpoint_interval_s=600.0,
+        checkpoint_on_sigterm=True,
+    )
+    with Client("http://onecluster.test", "tok", transport=httpx.MockTransport(handler)) as client:
+        out = client.submit(body)
+    assert (sent[0]["checkpoint_interval_s"], sent[0]["checkpoint_on_sigterm"]) == (600.0, True)
+    assert (out.checkpoint_interval_s, out.checkpoint_on_sigterm) == (600.0, True)
 
 
 def test_an_unreachable_server_is_unavailable_with_a_hint() -> None:

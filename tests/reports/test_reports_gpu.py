@@ -166,6 +166,7 @@ def test_to_json_has_the_documented_shape() -> None:
         "mean_wait_s": 90.0,
         "p95_wait_s": 120.0,
         "jobs": 2,
+        "lost_gpu_hours": 0.0,
     }
     assert body["total"]["gpu_hours"] == 14.5
 
@@ -212,7 +213,14 @@ def test_report_is_a_frozen_value() -> None:
 
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("gpus", 0), ("finished_at", FEB_2026 - 1), ("cost_per_gpu_hour", -1.0), ("waited_s", -5.0)],
+    [
+        ("gpus", 0),
+        ("finished_at", FEB_2026 - 1),
+        ("cost_per_gpu_hour", -1.0),
+        ("waited_s", -5.0),
+        ("lost_s", -1.0),
+        ("lost_s", H + 1),
+    ],
 )
 def test_invalid_usage_record_is_rejected(field: str, value: float) -> None:
     fields: dict[str, object] = {

@@ -52,6 +52,17 @@ def _refused(model: type[pydantic.BaseModel], body: dict[str, Any]) -> str:
         ({"command": ["x" * 9000, "y" * 9000]}, "the command is 18000 characters long"),
         ({"command": ["true"] * 1025}, "at most 1024 items"),
         ({"command": ["sh", "-c", "a\x00b"]}, "NUL"),
+        ({"checkpoint_interval_s": 0}, "greater than or equal to 1"),
+        ({"checkpoint_interval_s": -600}, "greater than or equal to 1"),
+        ({"checkpoint_interval_s": 0.5}, "greater than or equal to 1"),
+        ({"checkpoint_interval_s": float("nan")}, "finite number"),
+        ({"checkpoint_interval_s": float("inf")}, "finite number"),
+        ({"checkpoint_interval_s": 30 * 86_400 + 1}, "less than or equal to 2592000"),
+        ({"checkpoint_interval_s": "600"}, "valid number"),
+        ({"checkpoint_interval_s": True}, "valid number"),
+        ({"checkpoint_on_sigterm": 1}, "valid boolean"),
+        ({"checkpoint_on_sigterm": "true"}, "valid boolean"),
+        ({"checkpoint_on_sigterm": None}, "valid boolean"),
     ],
 )
 def test_a_job_outside_the_bounds_is_refused_by_name(change: dict[str, Any], needle: str) -> None:
@@ -77,6 +88,17 @@ def test_json_integers_are_floats_and_a_job_at_every_bound_is_taken() -> None:
     whole = JobSubmit.model_validate_json(json.dumps(JOB | {"gpus": 8.0, "max_sites": 2.0}))
     assert (whole.gpus, whole.max_sites) == (8, 2)  # JSON has one kind of number
     assert body.to_spec().name == "Train LLaMA 7B — run #3"
+
+
+def test_a_jobs_checkpoints_reach_its_spec_at_every_bound() -> None:
+    for interval in (1, 30 * 86_400):
+        body = JobSubmit.model_validate_json(
+            json.dumps(JOB | {"checkpoint_interval_s": interval, "checkpoint_on_sigterm": True})
+        )
+        spec = body.to_spec()
+        assert (spec.checkpoint_interval_s, spec.checkpoint_on_sigterm) == (float(interval), True)
+    plain = JobSubmit.model_validate_json(json.dumps(JOB)).to_spec()
+    assert (plain.checkpoint_interval_s, plain.checkpoint_on_sigterm) == (None, False)
 
 
 @pytest.mark.parametrize("command", [None, [], [""], ["  "], ["", "train.py"]])

@@ -142,6 +142,18 @@ CASES = (
     Case("R71", "GET", "/transfers", params={"state": "done"}),
     Case("R72", "GET", "/transfers/t-nosuch"),
     Case("R73", "POST", "/transfers/t-nosuch/cancel"),
+    Case("R74", "POST", "/jobs", json=JOB | {"checkpoint_interval_s": 0}),
+    Case("R75", "POST", "/jobs", json=JOB | {"checkpoint_interval_s": 1e9}),
+    Case(
+        "R76",
+        "POST",
+        "/jobs",
+        content=b'{"team": "llm", "gpus": 8, "command": ["true"], "duration_s": 60, '
+        b'"checkpoint_interval_s": NaN}',
+        headers={"Content-Type": "application/json"},
+    ),
+    Case("R77", "POST", "/jobs", json=JOB | {"checkpoint_interval_s": "600"}),
+    Case("R78", "POST", "/jobs", json=JOB | {"checkpoint_on_sigterm": "true"}),
     Case(
         "A1", "POST", SYNC, role="agent", json={"agent_id": "a", "capacity": {"H800": -5, "TPU": 9}}
     ),

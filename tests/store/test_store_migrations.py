@@ -26,7 +26,7 @@ def test_migrate_twice_is_a_no_op_and_records_the_version(tmp_path: Path) -> Non
     migrate(engine)
     with engine.connect() as conn:
         version = conn.execute(text("SELECT version_num FROM alembic_version")).scalar_one()
-    assert version == "0006"
+    assert version == "0007"
     assert {
         "jobs",
         "attempts",
@@ -66,6 +66,47 @@ def test_a_first_version_database_upgrades_in_place_keeping_its_rows(tmp_path: P
         row = conn.execute(text("SELECT site, backend, problem FROM agents")).one()
     assert tuple(row) == ("tokyo", "slurm", None)
     engine.dispose()
+
+
+def test_jobs_and_attempts_from_before_checkpoints_declare_none_and_were_not_preempted(
+    tmp_path: Path,
+) -> None:
+    from alembic import command
+    from alembic.config import Config
+
+    from onecluster.store import _engine
+
+    engine = make_engine(f"sqlite:///{tmp_path / 'old.db'}")
+    config = Config()
+    config.set_main_option("script_location", str(_engine._MIGRATIONS))
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "0006")
+        connection.execute(
+            text(
+                "INSERT INTO jobs (id, name, team, state, gpus, gpu_types, duration_s, "
+                "dataset_bytes, priority, preemptible, command, max_sites, submitted_at, "
+                "queued_at, attempts, preemptions, borrowed, parts, log_size) VALUES ('j-1', "
+                "'job', 'llm', 'pending', 8, '[]', 60.0, 0, 50, 1, '[\"true\"]', 1, 1.0, 1.0, "
+                "1, 1, 0, '[]', 0)"
+            )
+        )
+        connection.execute(
+            text(
+                "INSERT INTO attempts (id, job_id, run, site, gpu_type, gpus, parts, state, "
+                "started_at, finished_at, borrowed, preemptible, waited_s, cost_per_gpu_hour, "
+                "cost, log_size) VALUES ('j-1.1.0', 'j-1', 1, 'tokyo', 'H100', 8, '[]', "
+                "'exited', 1.0, 61.0, 0, 1, 0.0, 2.0, 0.0, 0)"
+            )
+        )
+    migrate(engine)
+    store = Store(engine)
+    job = store.job("j-1")
+    assert (job.checkpoint_interval_s, job.checkpoint_on_sigterm) == (None, False)
+    assert job.spec().kept_after(60.0) == 0.0
+    [attempt] = store.attempts("j-1")
+    assert (attempt.id, attempt.preempted) == ("j-1.1.0", False)
+    store.close()
 
 
 def test_sqlite_runs_in_wal_mode_with_a_busy_timeout(tmp_path: Path) -> None:

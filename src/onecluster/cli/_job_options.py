@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AS_JSON",
+    "CHECKPOINT_EVERY",
+    "CHECKPOINT_ON_SIGTERM",
     "DATASET",
     "GPU_TYPES",
     "PRIORITY",
@@ -46,6 +48,24 @@ WORKDIR = typer.Option(
         "for sites that share this filesystem) \\[default: a scratch directory of its own]."
     ),
     show_default=False,
+)
+CHECKPOINT_EVERY = typer.Option(
+    None,
+    "--checkpoint-every",
+    help=(
+        "The job saves its state at least this often (seconds or 90s, 30m, 2h, 1d): a "
+        "preemption loses at most that much work; its attempts get it as "
+        "$ONECLUSTER_CHECKPOINT_INTERVAL_S."
+    ),
+    show_default=False,
+)
+CHECKPOINT_ON_SIGTERM = typer.Option(
+    False,
+    "--checkpoint-on-sigterm",
+    help=(
+        "The job saves its state on SIGTERM and exits within the stop grace: a preemption "
+        "loses nothing."
+    ),
 )
 AS_JSON = typer.Option(False, "--json", help="Print the job as JSON.")
 
@@ -86,13 +106,15 @@ def job_body(
     command: Sequence[str],
     max_sites: int,
     workdir: str | None,
+    checkpoint_every: str | None,
+    checkpoint_on_sigterm: bool,
 ) -> JobSubmit:
     """The request body of a job from option values (passed by :func:`check_options`): the
-    duration parsed, the priority normalised, a relative ``workdir`` made absolute from the
-    current directory.
+    duration and the checkpoint interval parsed, the priority normalised, a relative
+    ``workdir`` made absolute from the current directory.
 
-    :class:`ValidationError` for a duration or priority that does not parse; pydantic's error
-    for a value out of the API's bounds (the CLI maps both to exit 2).
+    :class:`ValidationError` for a duration, interval or priority that does not parse;
+    pydantic's error for a value out of the API's bounds (the CLI maps both to exit 2).
     """
     from onecluster.schema import JobSubmit
 
@@ -109,6 +131,12 @@ def job_body(
         command=list(command),
         max_sites=max_sites,
         workdir=None if workdir is None else str(Path(workdir).absolute()),
+        checkpoint_interval_s=(
+            None
+            if checkpoint_every is None
+            else parse_duration(checkpoint_every, what="the checkpoint interval")
+        ),
+        checkpoint_on_sigterm=checkpoint_on_sigterm,
     )
 
 

@@ -1,4 +1,4 @@
-"""``onecluster jobs``: list jobs, or show one."""
+"""``onecluster jobs``: list jobs, show one, or say why a pending one waits."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ from rich.table import Table
 
 from onecluster.cli._config import open_client
 from onecluster.cli._render import format_duration, format_time, jobs_table, out_console
+from onecluster.cli._why import why_view
+from onecluster.errors import ValidationError
 
 if TYPE_CHECKING:
     from onecluster.schema import JobOut
@@ -32,9 +34,22 @@ def jobs(
     limit: int = typer.Option(100, "--limit", min=1, max=1000, help="At most this many."),
     offset: int = typer.Option(0, "--offset", min=0, help="Skip this many (newest first)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    why: bool = typer.Option(
+        False, "--why", help="Say why the pending job JOB_ID waits, and what it waits behind."
+    ),
 ) -> None:
-    """List jobs (members see their team's only), or show one job."""
+    """List jobs (members see their team's only), show one job, or say why one waits."""
+    if why and job_id is None:
+        msg = "--why explains one job: give its id"
+        raise ValidationError(msg, hint="onecluster jobs JOB_ID --why")
     with open_client(ctx) as client:
+        if job_id is not None and why:
+            explained = client.why(job_id)
+            if as_json:
+                typer.echo(json.dumps(explained.model_dump(mode="json"), indent=2))
+            else:
+                out_console().print(why_view(explained))
+            return
         if job_id is not None:
             job = client.job(job_id)
             if as_json:
@@ -61,7 +76,7 @@ def _detail(job: JobOut) -> Table:
     for key, value in data.items():
         if key.endswith("_at"):
             shown = format_time(value)
-        elif key == "duration_s":
+        elif key in ("duration_s", "checkpoint_interval_s"):
             shown = format_duration(value)
         elif key == "parts":
             shown = ", ".join(f"{p['site']}:{p['gpu_type']}x{p['gpus']}" for p in value) or "-"

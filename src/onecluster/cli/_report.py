@@ -1,5 +1,6 @@
-"""``onecluster report gpu``: the monthly GPU-hours, cost, utilisation and wait report;
-``onecluster report llm``: the LLM gateway's monthly bill per team, from its ledger."""
+"""``onecluster report gpu``: the monthly GPU-hours, cost, utilisation, wait and GPU-hours
+lost to preemption; ``onecluster report llm``: the LLM gateway's monthly bill per team, from
+its ledger."""
 
 from __future__ import annotations
 
@@ -42,7 +43,8 @@ def gpu(
     month: str = typer.Option(..., "--month", help="The month, as YYYY-MM (UTC)."),
     output: ReportFormat = typer.Option(ReportFormat.TABLE, "--format", help="table, csv or json."),
 ) -> None:
-    """GPU-hours (borrowed shown apart), cost, utilisation and queue wait per team and site."""
+    """GPU-hours (borrowed shown apart), cost, utilisation, queue wait and GPU-hours lost to
+    preemption per team and site."""
     Month.parse(month)  # a malformed month fails here, before any request
     with open_client(ctx) as client:
         body = client.gpu_report(month)
@@ -59,14 +61,16 @@ def gpu(
     total = report.total
     console.print(
         f"total: {total.gpu_hours:.1f} GPU-h ({total.borrowed_gpu_hours:.1f} borrowed), "
-        f"cost {total.cost:.2f}, utilisation {_percent(total.utilization)}, {total.jobs} jobs"
+        f"cost {total.cost:.2f}, utilisation {_percent(total.utilization)}, {total.jobs} jobs, "
+        f"{total.lost_gpu_hours:.1f} GPU-h lost to preemption"
     )
 
 
 def _table(title: str, rows: tuple[ReportRow, ...], label: str) -> Table:
     table = Table(title=title, header_style="bold", title_justify="left")
     table.add_column(label)
-    for column in ("GPU-H", "BORROWED GPU-H", "COST", "UTIL", "MEAN WAIT", "P95 WAIT", "JOBS"):
+    columns = ("GPU-H", "BORROWED GPU-H", "COST", "UTIL", "MEAN WAIT", "P95 WAIT", "JOBS")
+    for column in (*columns, "LOST GPU-H"):
         table.add_column(column, justify="right")
     for row in rows:
         table.add_row(
@@ -78,6 +82,7 @@ def _table(title: str, rows: tuple[ReportRow, ...], label: str) -> Table:
             format_duration(row.mean_wait_s),
             format_duration(row.p95_wait_s),
             str(row.jobs),
+            f"{row.lost_gpu_hours:.1f}",
         )
     return table
 

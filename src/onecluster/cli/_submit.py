@@ -6,6 +6,8 @@ import typer
 
 from onecluster.cli._job_options import (
     AS_JSON,
+    CHECKPOINT_EVERY,
+    CHECKPOINT_ON_SIGTERM,
     DATASET,
     GPU_TYPES,
     PRIORITY,
@@ -48,6 +50,8 @@ def submit(
     name: str = typer.Option("job", "--name", help="A name to recognise the job by."),
     max_sites: int = typer.Option(1, "--max-sites", min=1, help="Sites the gang may span."),
     workdir: str | None = WORKDIR,
+    checkpoint_every: str | None = CHECKPOINT_EVERY,
+    checkpoint_on_sigterm: bool = CHECKPOINT_ON_SIGTERM,
     as_json: bool = AS_JSON,
     quiet: bool = quiet_option("submit"),
 ) -> None:
@@ -69,5 +73,7 @@ def submit(
         command=command,
         max_sites=max_sites,
         workdir=workdir,
+        checkpoint_every=checkpoint_every,
+        checkpoint_on_sigterm=checkpoint_on_sigterm,
     )
     show_submitted(send_job(ctx, body), as_json=as_json, quiet=quiet)

@@ -17,6 +17,8 @@ from rich.markup import escape
 
 from onecluster.cli._job_options import (
     AS_JSON,
+    CHECKPOINT_EVERY,
+    CHECKPOINT_ON_SIGTERM,
     DATASET,
     GPU_TYPES,
     PRIORITY,
@@ -69,6 +71,8 @@ def train(
     priority: str = PRIORITY,
     name: str = typer.Option("train", "--name", help="A name to recognise the run by."),
     workdir: str | None = WORKDIR,
+    checkpoint_every: str | None = CHECKPOINT_EVERY,
+    checkpoint_on_sigterm: bool = CHECKPOINT_ON_SIGTERM,
     as_json: bool = AS_JSON,
     quiet: bool = quiet_option("train"),
 ) -> None:
@@ -96,6 +100,8 @@ def train(
         command=launcher_command(command, python=sys.executable),
         max_sites=sites,
         workdir=workdir,
+        checkpoint_every=checkpoint_every,
+        checkpoint_on_sigterm=checkpoint_on_sigterm,
     )
     job = send_job(ctx, body)
     if not show_submitted(job, as_json=as_json, quiet=quiet):

@@ -41,6 +41,7 @@ from onecluster.schema import (
     TokenCreate,
     TokenOut,
     TransferOut,
+    WhyOut,
 )
 
 __all__ = ["Client"]
@@ -139,6 +140,10 @@ class Client:
     def cancel(self, job_id: str) -> JobOut:
         """Cancel a job (:class:`ConflictError` if it already ended)."""
         return self._post(f"{_PREFIX}/jobs/{_segment(job_id, 'job')}/cancel", _JOB)
+
+    def why(self, job_id: str) -> WhyOut:
+        """Why a pending job waits (:class:`ConflictError` if it is not pending)."""
+        return self._get(f"{_PREFIX}/jobs/{_segment(job_id, 'job')}/why", _WHY)
 
     def logs(self, job_id: str, offset: int = 0) -> LogsOut:
         """A job's log from ``offset``."""
@@ -324,6 +329,7 @@ _TEAMS = TypeAdapter(list[TeamOut])
 _JOB = TypeAdapter(JobOut)
 _JOBS = TypeAdapter(list[JobOut])
 _LOGS = TypeAdapter(LogsOut)
+_WHY = TypeAdapter(WhyOut)
 _STATS = TypeAdapter(StatsOut)
 _TOKEN = TypeAdapter(TokenOut)
 _SYNC_REPLY = TypeAdapter(AgentSyncReply)

@@ -36,7 +36,11 @@ OBSERVED_ATTEMPT_STATES = frozenset({AttemptState.RUNNING, AttemptState.EXITED, 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AttemptRecord:
-    """One part of one run of a job at one site (``run`` counts the job's runs from 1)."""
+    """One part of one run of a job at one site (``run`` counts the job's runs from 1).
+
+    ``preempted``: it was told to stop because its job was preempted (the work it did since
+    its job's last checkpoint is lost, :meth:`~onecluster.model.JobSpec.kept_after`).
+    """
 
     id: str
     job_id: str
@@ -56,6 +60,7 @@ class AttemptRecord:
     cost: float
     ran_from: float | None = None
     ran_until: float | None = None
+    preempted: bool = False
 
     def billed_span(self, now: float) -> tuple[float, float]:
         """The span its GPUs count for in reports: when it really ran under the site's

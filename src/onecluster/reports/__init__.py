@@ -2,6 +2,14 @@
 
 from onecluster.reports._gpu import CSV_COLUMNS, GpuReport, ReportRow, gpu_report
 from onecluster.reports._month import Month
-from onecluster.reports._usage import UsageRecord
+from onecluster.reports._usage import UsageRecord, usage_record
 
-__all__ = ["CSV_COLUMNS", "GpuReport", "Month", "ReportRow", "UsageRecord", "gpu_report"]
+__all__ = [
+    "CSV_COLUMNS",
+    "GpuReport",
+    "Month",
+    "ReportRow",
+    "UsageRecord",
+    "gpu_report",
+    "usage_record",
+]

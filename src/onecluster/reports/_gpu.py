@@ -1,4 +1,5 @@
-"""The monthly GPU report: GPU-hours, cost, utilisation and queue wait per team and per site.
+"""The monthly GPU report: GPU-hours, cost, utilisation, queue wait and the GPU-hours lost
+to preemption, per team and per site.
 
 A pure function of usage records and the fabric; the server feeds it attempts from the store
 and serves the result at ``GET /api/v1/reports/gpu``, the CLI renders it.
@@ -32,6 +33,7 @@ CSV_COLUMNS = (
     "mean_wait_s",
     "p95_wait_s",
     "jobs",
+    "lost_gpu_hours",
 )
 
 
@@ -43,6 +45,9 @@ class ReportRow:
     ``utilization`` is ``gpu_hours`` ÷ ``capacity_gpu_hours``; it exceeds 1 for a team that
     borrowed beyond its quota, and is ``None`` when the capacity is unknown (a site that is
     not in the fabric).  Waits are over the attempts that *started* in the month.
+    ``lost_gpu_hours``: GPU-hours of work that preemptions threw away (each preempted
+    attempt's GPUs × what it ran less what its job's checkpoints kept), counted in the month
+    the preempted attempt ended in.
     """
 
     name: str
@@ -54,6 +59,7 @@ class ReportRow:
     mean_wait_s: float | None
     p95_wait_s: float | None
     jobs: int
+    lost_gpu_hours: float
 
     def to_json(self) -> dict[str, Any]:
         """The row as JSON-ready values, rounded for reading (hours 3 places, cost 2)."""
@@ -67,6 +73,7 @@ class ReportRow:
             "mean_wait_s": _maybe_round(self.mean_wait_s, 3),
             "p95_wait_s": _maybe_round(self.p95_wait_s, 3),
             "jobs": self.jobs,
+            "lost_gpu_hours": round(float(self.lost_gpu_hours), 3),
         }
 
     @classmethod
@@ -84,6 +91,8 @@ class ReportRow:
                 mean_wait_s=_maybe_float(data["mean_wait_s"]),
                 p95_wait_s=_maybe_float(data["p95_wait_s"]),
                 jobs=int(data["jobs"]),
+                # A server from before checkpoints (issue 16) counted no loss.
+                lost_gpu_hours=float(data.get("lost_gpu_hours", 0.0)),
             )
         except (KeyError, TypeError, ValueError) as exc:
             msg = f"a GPU report row is malformed ({type(exc).__name__}: {exc})"
@@ -196,6 +205,7 @@ def _row(
     borrowed = sum(r.gpu_hours_within(start, end) for r in records if r.borrowed)
     cost = sum(r.gpu_hours_within(start, end) * r.cost_per_gpu_hour for r in records)
     waits = sorted(r.waited_s for r in records if start <= r.started_at < end)
+    lost = sum(r.lost_gpu_hours_within(start, end) for r in records)
     return ReportRow(
         name=name,
         gpu_hours=gpu_hours,
@@ -206,6 +216,7 @@ def _row(
         mean_wait_s=sum(waits) / len(waits) if waits else None,
         p95_wait_s=_nearest_rank(waits, 0.95) if waits else None,
         jobs=len({r.job_id for r in records}),
+        lost_gpu_hours=lost,
     )
 
 

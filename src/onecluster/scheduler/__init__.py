@@ -12,6 +12,16 @@ from onecluster.scheduler._config import (
     PolicyConfig,
     PolicyKind,
 )
+from onecluster.scheduler._explain import (
+    Explanation,
+    GuaranteeUse,
+    PoolStanding,
+    Reclaim,
+    Reserved,
+    TeamAhead,
+    Verdict,
+    explain,
+)
 from onecluster.scheduler._guarantees import guarantees
 from onecluster.scheduler._ledger import AllocationLedger, PoolKey
 from onecluster.scheduler._network import StagingPaths
@@ -33,7 +43,9 @@ __all__ = [
     "Allocation",
     "AllocationLedger",
     "ClusterView",
+    "Explanation",
     "FairShare",
+    "GuaranteeUse",
     "PassStats",
     "PendingJob",
     "PendingQueue",
@@ -42,13 +54,19 @@ __all__ = [
     "PolicyConfig",
     "PolicyKind",
     "PoolKey",
+    "PoolStanding",
     "Preempt",
+    "Reclaim",
+    "Reserved",
     "Scheduler",
     "StagingPaths",
     "Start",
+    "TeamAhead",
     "UsageHistory",
+    "Verdict",
     "admit",
     "decayed_gpu_s",
+    "explain",
     "guarantees",
     "largest_gang",
 ]

@@ -14,6 +14,7 @@ from pydantic import AfterValidator, BeforeValidator, ConfigDict, Field
 from onecluster.model import MAX_GPUS, MAX_LABEL, label_problem, name_problem
 
 __all__ = [
+    "MAX_CHECKPOINT_INTERVAL_S",
     "MAX_COMMAND_ARGS",
     "MAX_COMMAND_CHARS",
     "MAX_DURATION_S",
@@ -21,6 +22,7 @@ __all__ = [
     "MAX_INT",
     "MAX_LOG_CHARS",
     "MAX_TEXT",
+    "MIN_CHECKPOINT_INTERVAL_S",
     "REPORT",
     "STRICT",
     "WHOLE",
@@ -46,6 +48,10 @@ MAX_COMMAND_ARGS = 1024
 MAX_COMMAND_CHARS = 16_384
 #: Longest job duration estimate: a year (366 days).
 MAX_DURATION_S = 366 * 86_400.0
+#: Checkpoint intervals a job may declare: 1 second to 30 days (a job that saves less often
+#: keeps next to nothing from a preemption; it should declare no interval).
+MIN_CHECKPOINT_INTERVAL_S = 1.0
+MAX_CHECKPOINT_INTERVAL_S = 30 * 86_400.0
 #: Largest count or offset on the wire (2⁵³ − 1: exact in every JSON parser).
 MAX_INT = 2**53 - 1
 #: Most characters of log text in one chunk of an agent sync (a chunk is at most 64 KiB).

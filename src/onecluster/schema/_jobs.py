@@ -9,9 +9,11 @@ from pydantic import BaseModel, Field, field_validator
 from onecluster.errors import ImpossibleJobError
 from onecluster.model import MAX_DATASET_BYTES, JobSpec, PriorityClass
 from onecluster.schema._bounds import (
+    MAX_CHECKPOINT_INTERVAL_S,
     MAX_COMMAND_ARGS,
     MAX_COMMAND_CHARS,
     MAX_DURATION_S,
+    MIN_CHECKPOINT_INTERVAL_S,
     STRICT,
     WHOLE,
     DatasetName,
@@ -57,6 +59,19 @@ class JobSubmit(BaseModel):
     #: Where the command runs at its site: an absolute path there (``None``: a scratch
     #: directory of the attempt's own, ``$ONECLUSTER_SCRATCH``).
     workdir: str | None = Field(default=None, min_length=1, max_length=4096)
+    #: The job saves its state at least this often (seconds): a preemption loses at most
+    #: that much of its work.  Its attempts get it as ``$ONECLUSTER_CHECKPOINT_INTERVAL_S``.
+    #: At least a second: no job saves its state more often, and a smaller interval would
+    #: only make the arithmetic of what a preemption keeps overflow.
+    checkpoint_interval_s: float | None = Field(
+        default=None,
+        ge=MIN_CHECKPOINT_INTERVAL_S,
+        le=MAX_CHECKPOINT_INTERVAL_S,
+        allow_inf_nan=False,
+    )
+    #: The job saves its state when sent SIGTERM and exits within the stop grace: a
+    #: preemption loses none of its work.
+    checkpoint_on_sigterm: bool = False
 
     @field_validator("command")
     @classmethod
@@ -105,6 +120,8 @@ class JobSubmit(BaseModel):
             command=tuple(self.command),
             max_sites=self.max_sites,
             workdir=self.workdir,
+            checkpoint_interval_s=self.checkpoint_interval_s,
+            checkpoint_on_sigterm=self.checkpoint_on_sigterm,
         )
 
 
@@ -145,6 +162,10 @@ class JobOut(BaseModel):
     expected_start_at: float | None = None
     #: Where its command runs at its site (``None``: a scratch directory of its own).
     workdir: str | None = None
+    #: How often it said it saves its state (seconds; ``None``: it did not say).
+    checkpoint_interval_s: float | None = None
+    #: Whether it said it saves its state on SIGTERM, within the stop grace.
+    checkpoint_on_sigterm: bool = False
 
 
 class LogsOut(BaseModel):

@@ -24,8 +24,8 @@ from typing import TypeVar
 
 from onecluster.scheduler import Plan
 from onecluster.server._control import ControlPlane
+from onecluster.server._scheduling import scheduler_view
 from onecluster.server._staging import stage_attempts
-from onecluster.server._views import cluster_view
 from onecluster.store import PlacedPart, PreemptOrder, StartOrder
 
 __all__ = ["ReconcileStats", "Reconciler"]
@@ -122,15 +122,7 @@ class Reconciler:
     def _plan(self) -> Plan:
         c = self._control
         now = c.clock.now()
-        view = cluster_view(
-            c.fabric,
-            c.store.running_jobs(),
-            c.store.sites(),
-            now=now,
-            circuit_load=c.circuit_load(now),
-            registered=c.data.replicas(),
-            usage=c.usage.at(now),
-        )
+        view = scheduler_view(c, now)
         with c.pending.for_pass() as queue:
             return c.scheduler.plan(view, queue, now)
 

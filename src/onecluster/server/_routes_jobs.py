@@ -1,4 +1,4 @@
-"""Job routes: submit, list, show, cancel, logs (admins, and members for their team)."""
+"""Job routes: submit, list, show, cancel, logs, why (admins, and members for their team)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ from fastapi import APIRouter, Path, Query, Response
 
 from onecluster.errors import NotFoundError
 from onecluster.model import MAX_LABEL, JobState
-from onecluster.schema import MAX_ID, MAX_INT, ErrorOut, JobOut, JobSubmit, LogsOut
+from onecluster.schema import MAX_ID, MAX_INT, ErrorOut, JobOut, JobSubmit, LogsOut, WhyOut
 from onecluster.server._control import ControlPlane
 from onecluster.server._deps import Caller, Control, Submissions
 from onecluster.server._views import job_out
+from onecluster.server._why import job_why
 
 __all__ = ["router"]
 
@@ -118,6 +119,26 @@ def logs(
     caller.require_team(control.store.job(job_id).team)
     next_offset, data = control.store.logs(job_id, offset)
     return LogsOut(offset=next_offset, data=data)
+
+
+@router.get(
+    "/{job_id}/why",
+    responses={
+        **_UNKNOWN_JOB,
+        409: {
+            "model": ErrorOut,
+            "description": "The job is not pending (the message says its state).",
+        },
+    },
+)
+def why(job_id: JobId, control: Control, caller: Caller) -> WhyOut:
+    """Why a pending job waits and what it waits behind: its fair-share priority and place
+    in line, its team's guarantee, every pool it may use, and what the scheduler's pass
+    would do with it now (409 for a job that is not pending)."""
+    caller.require_member()
+    job = control.store.job(job_id)
+    caller.require_team(job.team)
+    return job_why(control, job)
 
 
 def _require_known(control: ControlPlane, *, team: str | None, site: str | None) -> None:

@@ -74,6 +74,8 @@ def job_record(row: JobRow) -> JobRecord:
         parts=site_parts(row.parts),
         expected_start_at=row.expected_start_at,
         workdir=row.workdir,
+        checkpoint_interval_s=row.checkpoint_interval_s,
+        checkpoint_on_sigterm=row.checkpoint_on_sigterm,
     )
 
 
@@ -98,6 +100,7 @@ def attempt_record(row: AttemptRow) -> AttemptRecord:
         cost=row.cost,
         ran_from=row.ran_from,
         ran_until=row.ran_until,
+        preempted=row.preempted,
     )
 
 

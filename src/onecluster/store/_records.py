@@ -152,7 +152,8 @@ class Assignment:
 
     ``handed_to``: the agent it was first handed to (only that one may start it).
     ``gang``: every site of the job's run in part order (a member's index is its site rank);
-    ``()`` stands for a gang of this attempt alone.
+    ``()`` stands for a gang of this attempt alone.  ``checkpoint_interval_s``: how often the
+    job said it saves its state (``None``: it did not say).
     """
 
     attempt_id: str
@@ -168,3 +169,4 @@ class Assignment:
     #: The directory of the job's dataset at the site (``$ONECLUSTER_DATASET_DIR``).
     dataset_dir: str | None = None
     gang: tuple[GangMember, ...] = ()
+    checkpoint_interval_s: float | None = None

@@ -318,19 +318,30 @@ class Store(DataStore):
         query = query.group_by(JobRow.team)
         return self._read(lambda s: {team: int(n) for team, n in s.execute(query)})
 
-    def usage(self, start: float, end: float) -> list[tuple[AttemptRecord, str]]:
-        """Attempts that held GPUs during [start, end), each with its job's team.
+    def usage(self, start: float, end: float) -> list[tuple[AttemptRecord, JobRecord]]:
+        """Attempts that held GPUs during [start, end), each with its job (its team, and
+        its checkpoints for what a preemption lost).
 
         Attempts still active count up to ``finished_at = None`` (the caller clips).
         """
         query = (
-            select(AttemptRow, JobRow.team)
+            select(AttemptRow, JobRow)
             .join(JobRow, JobRow.id == AttemptRow.job_id)
             .where(AttemptRow.started_at < end)
             .where((AttemptRow.finished_at.is_(None)) | (AttemptRow.finished_at >= start))
             .order_by(AttemptRow.started_at, AttemptRow.id)
         )
-        return self._read(lambda s: [(attempt_record(a), team) for a, team in s.execute(query)])
+
+        def work(s: Session) -> list[tuple[AttemptRecord, JobRecord]]:
+            jobs: dict[str, JobRecord] = {}
+            found = []
+            for attempt, job in s.execute(query):
+                if job.id not in jobs:
+                    jobs[job.id] = job_record(job)
+                found.append((attempt_record(attempt), jobs[job.id]))
+            return found
+
+        return self._read(work)
 
     # -- tokens ---------------------------------------------------------------------------
 
@@ -416,6 +427,8 @@ def _new_job(spec: JobSpec, now: float) -> JobRecord:
         borrowed=False,
         parts=(),
         workdir=spec.workdir,
+        checkpoint_interval_s=spec.checkpoint_interval_s,
+        checkpoint_on_sigterm=spec.checkpoint_on_sigterm,
     )
 
 
@@ -443,6 +456,8 @@ _JOB_SCALARS = (
     "preemptions",
     "borrowed",
     "workdir",
+    "checkpoint_interval_s",
+    "checkpoint_on_sigterm",
 )
 
 

@@ -273,6 +273,7 @@ def desired(
             workdir=jobs[a.job_id].workdir,
             dataset_dir=a.dataset_dir,
             gang=_gang_with(gangs[a.job_id], a),
+            checkpoint_interval_s=jobs[a.job_id].checkpoint_interval_s,
         )
         for a in wanted
     ]

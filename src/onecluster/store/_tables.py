@@ -69,6 +69,10 @@ class JobRow(Base):
     expected_start_at: Mapped[float | None] = mapped_column(default=None)
     #: Where the job's command runs at its site (``None``: a scratch directory of its own).
     workdir: Mapped[str | None] = mapped_column(Text, default=None)
+    #: The job saves its state at least this often (``None``: it declared no interval).
+    checkpoint_interval_s: Mapped[float | None] = mapped_column(default=None)
+    #: The job saves its state on SIGTERM, within the stop grace.
+    checkpoint_on_sigterm: Mapped[bool] = mapped_column(default=False)
 
 
 class AttemptRow(Base):
@@ -112,6 +116,8 @@ class AttemptRow(Base):
     dataset_dir: Mapped[str | None] = mapped_column(Text, default=None)
     #: When its dataset was complete at the site (the start timeout counts from then).
     data_ready_at: Mapped[float | None] = mapped_column(default=None)
+    #: It was told to stop because its job was preempted (not cancelled, not a gang's break).
+    preempted: Mapped[bool] = mapped_column(default=False)
 
 
 class TokenRow(Base):

@@ -140,8 +140,11 @@ def end_attempt(
     attempt.cost = hours * attempt.gpus * attempt.cost_per_gpu_hour
 
 
-def stop_run(session: Session, job: JobRow, reason: str, now: float) -> None:
-    """Tell every active attempt of the job's run to stop.
+def stop_run(
+    session: Session, job: JobRow, reason: str, now: float, *, preempted: bool = False
+) -> None:
+    """Tell every active attempt of the job's run to stop (``preempted``: because the job is
+    preempted; reports count what such an attempt lost).
 
     An attempt not yet reported running stops like a running one: its agent may have
     started it since its last sync, so its GPUs are free only once the agent reports it
@@ -152,6 +155,7 @@ def stop_run(session: Session, job: JobRow, reason: str, now: float) -> None:
         if attempt.state in (AttemptState.STARTING, AttemptState.RUNNING):
             attempt.state = AttemptState.STOPPING
             attempt.stop_reason = reason
+            attempt.preempted = preempted
 
 
 def preempt(session: Session, job: JobRow, reason: str, now: float) -> bool:
@@ -160,7 +164,7 @@ def preempt(session: Session, job: JobRow, reason: str, now: float) -> bool:
         return False
     job.state = JobState.PREEMPTING
     job.reason = reason
-    stop_run(session, job, reason, now)
+    stop_run(session, job, reason, now, preempted=True)
     event(session, now, "preempting", f"job {job.id}: {reason}", job.id)
     settle_job(session, job, now)
     return True
