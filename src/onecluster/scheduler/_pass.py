@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from onecluster.model import Fabric, SitePart
 from onecluster.scheduler._config import PolicyConfig
+from onecluster.scheduler._gangs import preempt_for_gang, reserve_gang
 from onecluster.scheduler._guarantees import Guarantee
 from onecluster.scheduler._ledger import AllocationLedger, PoolKey
 from onecluster.scheduler._network import StagingPaths
@@ -369,7 +370,7 @@ class PassState:
         running away from home goes first, then what loses least (:func:`choose_victims`).
         """
         spec = job.spec
-        if not self.config.quotas or spec.preemptible or spec.max_sites > 1:
+        if not self.config.quotas or spec.preemptible:
             return False
         g = spec.gpus
         home = self.home(spec.team)
@@ -394,7 +395,7 @@ class PassState:
                 if self._unmet.get(claim, g + 1) <= g - have:
                     continue  # a smaller claim of this kind already found too few victims
                 choice = choose_victims(
-                    self._ranked(p.key),
+                    self.ranked(p.key),
                     need=g - have,
                     priority=int(spec.priority),
                     owner=owner,
@@ -408,7 +409,8 @@ class PassState:
             if best is None or lost < best[0]:
                 best = (lost, p, choice, owner)
         if best is None:
-            return False
+            # A gang that no single pool can hold reclaims over several (same rules).
+            return spec.max_sites > 1 and preempt_for_gang(self, job)
         _, p, choice, owner = best
         from_free = min(self.free[p.key], g)
         self.free[p.key] -= from_free
@@ -450,8 +452,8 @@ class PassState:
                 have += gpus
         return have >= need
 
-    def _ranked(self, pool: PoolKey) -> tuple[Victim, ...]:
-        """The pool's pre-emptible allocations in the order they yield (once per pass)."""
+    def ranked(self, pool: PoolKey) -> tuple[Victim, ...]:
+        """The pool's pre-emptible allocations in the order they yield (ranked once a pass)."""
         found = self._victim_ranks.get(pool)
         if found is None:
             found = self._victim_ranks[pool] = rank_victims(
@@ -472,7 +474,10 @@ class PassState:
         holding GPUs for it would only leave them idle.
         """
         spec = job.spec
-        if not self.config.backfill or spec.max_sites > 1:
+        if not self.config.backfill:
+            return
+        if spec.max_sites > 1:
+            reserve_gang(self, job)
             return
         best: tuple[float, int, int, PoolInfo] | None = None  # (shadow, -free, extra, pool)
         for p in self.candidates(job):
