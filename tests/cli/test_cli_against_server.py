@@ -260,3 +260,16 @@ def test_submit_refuses_an_empty_workdir_and_two_outputs(server: tuple[str, str]
     assert code == 2 and "--workdir is empty" in err
     code, _, err = _cli(server, *base, "--json", "--quiet", "--", "x")
     assert code == 2 and "give one" in err
+
+
+def test_report_gpu_compare_shows_each_team_before_and_after(server: tuple[str, str]) -> None:
+    code, out, err = _cli(
+        server, "report", "gpu", "--month", "2026-01", "--compare", "separate", "--format", "json"
+    )
+    assert code == 0, err
+    body = json.loads(out)
+    assert (body["after"], body["before"], body["jobs"]) == ("unified", "separate", 0)
+    code, out, _ = _cli(server, "report", "gpu", "--month", "2026-01", "--compare", "separate")
+    assert code == 0 and "replayed under both" in out
+    code, _, err = _cli(server, "report", "gpu", "--month", "2026-01", "--compare", "unified")
+    assert code == 2 and "separate or fifo" in err

@@ -150,3 +150,19 @@ def test_a_trace_with_no_gpu_job_is_refused(tmp_path: Path) -> None:
     )
     assert result.exit_code == 2
     assert f"{cpu_only} holds no GPU job to simulate" in result.stderr
+
+
+def test_compare_prints_every_team_under_both_policies(tmp_path: Path) -> None:
+    args = ["simulate", "--fabric", FABRIC, "--generate", "600", "--load", "1.2"]
+    result = CliRunner().invoke(build_app(), [*args, "--compare", "separate", "--json"])
+    assert result.exit_code == 0, result.stderr
+    compare = json.loads(result.stdout)["compare"]
+    assert compare["policy"] == "separate"
+    assert {row["team"] for row in compare["teams"]} == {"llm", "vision", "speech"}
+    assert all(
+        {"wait_s", "wait_base_s", "jct_s", "gpu_h", "loses"} <= set(r) for r in compare["teams"]
+    )
+    table = CliRunner().invoke(build_app(), [*args, "--compare", "separate"])
+    assert table.exit_code == 0, table.stderr
+    assert "unified against separate" in table.stdout
+    assert "WAIT" in table.stdout

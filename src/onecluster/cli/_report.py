@@ -15,6 +15,7 @@ import typer
 from rich.table import Table
 
 from onecluster.cli._config import config_of, open_client
+from onecluster.cli._options import Policy
 from onecluster.cli._render import format_duration, out_console
 from onecluster.errors import ValidationError
 from onecluster.reports import GpuReport, Month, ReportRow
@@ -42,10 +43,20 @@ def gpu(
     ctx: typer.Context,
     month: str = typer.Option(..., "--month", help="The month, as YYYY-MM (UTC)."),
     output: ReportFormat = typer.Option(ReportFormat.TABLE, "--format", help="table, csv or json."),
+    compare: Policy | None = typer.Option(
+        None,
+        "--compare",
+        help="Instead: replay the month's jobs under the one queue and under this policy "
+        "(separate: today's per-site queues) and show each team's wait, JCT and GPU-hours "
+        "under both.",
+    ),
 ) -> None:
     """GPU-hours (borrowed shown apart), cost, utilisation, queue wait and GPU-hours lost to
     preemption per team and site."""
     Month.parse(month)  # a malformed month fails here, before any request
+    if compare is not None:
+        _before_after(ctx, month, compare, output)
+        return
     with open_client(ctx) as client:
         body = client.gpu_report(month)
     report = GpuReport.from_json(body)
@@ -63,6 +74,33 @@ def gpu(
         f"total: {total.gpu_hours:.1f} GPU-h ({total.borrowed_gpu_hours:.1f} borrowed), "
         f"cost {total.cost:.2f}, utilisation {_percent(total.utilization)}, {total.jobs} jobs, "
         f"{total.lost_gpu_hours:.1f} GPU-h lost to preemption"
+    )
+
+
+def _before_after(ctx: typer.Context, month: str, policy: Policy, output: ReportFormat) -> None:
+    from onecluster.cli._compare import comparison_table
+    from onecluster.simulate import MIN_JOBS, TeamComparison
+
+    if policy is Policy.UNIFIED:
+        msg = "--compare needs the policy to compare the one queue with: separate or fifo"
+        raise ValidationError(msg)
+    if output is ReportFormat.CSV:
+        msg = "--compare prints a table or JSON, not CSV"
+        raise ValidationError(msg)
+    with open_client(ctx) as client:
+        body = client.gpu_before_after(month, policy.value)
+    if output is ReportFormat.JSON:
+        typer.echo(json.dumps(body, indent=2))
+        return
+    rows = tuple(TeamComparison.from_json(r) for r in body.get("teams", []))
+    console = out_console()
+    console.print(f"{body.get('jobs', 0)} jobs submitted in {month}, replayed under both")
+    console.print(comparison_table(rows, after="unified", before=policy.value))
+    losing = body.get("losing_teams") or []
+    console.print(
+        f"teams that would lose under the one queue: {', '.join(map(str, losing))}"
+        if losing
+        else f"no team with {MIN_JOBS}+ jobs waits longer under the one queue"
     )
 
 

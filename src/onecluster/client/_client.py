@@ -157,6 +157,10 @@ class Client:
         """The monthly GPU report (admin), as JSON."""
         return self._get(f"{_PREFIX}/reports/gpu", _ANY_MAP, month=month)
 
+    def gpu_before_after(self, month: str, policy: str = "separate") -> dict[str, Any]:
+        """Each team under the one queue and under ``policy``, the month replayed (admin)."""
+        return self._get(f"{_PREFIX}/reports/gpu/compare", _ANY_MAP, month=month, policy=policy)
+
     def create_token(self, body: TokenCreate) -> TokenOut:
         """Mint a token (admin); keep the secret, it is shown once."""
         return self._post(f"{_PREFIX}/tokens", _TOKEN, body)

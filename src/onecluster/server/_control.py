@@ -23,6 +23,7 @@ from onecluster.schema import (
     TokenOut,
 )
 from onecluster.server._auth import Authenticator, bootstrap_admin_token, hash_token, new_secret
+from onecluster.server._before_after import before_after
 from onecluster.server._config import ServerConfig
 from onecluster.server._data_control import DataControl
 from onecluster.server._exports import ExportControl
@@ -290,3 +291,13 @@ class ControlPlane:
             for attempt, job in self.store.usage(period.start, period.end)
         ]
         return gpu_report(records, self.fabric, str(period)).to_json()
+
+    def gpu_before_after(self, month: str, baseline: str) -> dict[str, object]:
+        """Each team under the one queue and under ``baseline`` (``separate`` or ``fifo``),
+        the month's jobs replayed in both (:func:`before_after`)."""
+        period = Month.parse(month)
+        if baseline not in ("separate", "fifo"):
+            msg = f"cannot compare against {baseline!r}; use separate or fifo"
+            raise ValidationError(msg)
+        usage = self.store.usage(period.start, period.end)
+        return before_after(self.fabric, period, usage, baseline=baseline, now=self.clock.now())

@@ -65,3 +65,16 @@ def gpu_report(
     """The monthly GPU report per team and site (admin); ``month`` is ``YYYY-MM`` (UTC)."""
     caller.require_admin()
     return control.gpu_report(month)
+
+
+@router.get("/api/v1/reports/gpu/compare", tags=["admin"])
+def gpu_before_after(
+    control: Control,
+    caller: Caller,
+    month: Annotated[str, Query(max_length=16)],
+    policy: Annotated[str, Query(max_length=16)] = "separate",
+) -> dict[str, Any]:
+    """Each team's wait, JCT and GPU-hours with the month's jobs replayed under the one
+    queue and under ``policy`` (``separate``: today's per-site queues) (admin)."""
+    caller.require_admin()
+    return control.gpu_before_after(month, policy)

@@ -3,7 +3,9 @@ admin's answer to "would anyone lose by joining the one queue?")."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from onecluster.simulate._result import SimResult
 
@@ -40,6 +42,21 @@ class TeamComparison:
     def loses(self) -> bool:
         """Whether it waits longer than ``LOSS_RATIO`` × its baseline wait + ``LOSS_SLACK_S``."""
         return self.judged and self.wait_s > LOSS_RATIO * self.wait_base_s + LOSS_SLACK_S
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> TeamComparison:
+        """Read back :meth:`to_json`'s output (``loses`` is recomputed)."""
+        return cls(
+            team=str(data["team"]),
+            jobs=int(data["jobs"]),
+            wait_s=float(data["wait_s"]),
+            wait_base_s=float(data["wait_base_s"]),
+            jct_s=float(data["jct_s"]),
+            jct_base_s=float(data["jct_base_s"]),
+            gpu_h=float(data["gpu_h"]),
+            gpu_h_base=float(data["gpu_h_base"]),
+            preemptions=int(data["preemptions"]),
+        )
 
     def to_json(self) -> dict[str, object]:
         """Plain, rounded data."""
