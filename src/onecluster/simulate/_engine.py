@@ -94,7 +94,8 @@ def simulate(
     """Replay ``jobs`` on ``fabric`` under the policy ``policy_kind`` and measure the result.
 
     ``config`` overrides the policy (its ``kind`` wins over ``policy_kind``).  Trace teams
-    the fabric lacks are added with weight 1 and no quota, with a warning in the result.
+    the fabric lacks are added with weight 1 and no quota (a derived guarantee), with a
+    warning in the result.
     Jobs no site could ever run (admission refuses them) are counted in ``jobs_rejected``
     and named in a warning; every other job ends completed.  The run is deterministic: the
     same inputs give the same result; ``seed`` is recorded for the caller's bookkeeping.

@@ -16,7 +16,8 @@ _SHOWN = 5
 def with_trace_teams(fabric: Fabric, jobs: Sequence[TraceJob]) -> tuple[Fabric, tuple[str, ...]]:
     """``fabric`` plus a team for every trace team it lacks, and the warnings to show.
 
-    Such a team gets weight 1 and no quota (``Team(quota=None)``); its home site is the
+    Such a team gets weight 1 and no quota (``Team(quota=None)``, so a derived guarantee:
+    its home site shared by weight, :func:`onecluster.scheduler.guarantees`); its home site is the
     ``home_site`` of its first job when that names a site of the fabric, else the fabric's
     first site (a second warning says so).  Each warning is given once per run.
     """
@@ -43,7 +44,8 @@ def with_trace_teams(fabric: Fabric, jobs: Sequence[TraceJob]) -> tuple[Fabric, 
     )
     warnings = [
         f"{len(names)} team(s) of the trace are not in fabric {fabric.name} ({listed}); "
-        "they are simulated with weight 1 and no quota"
+        "they are simulated with weight 1 and no quota (each is guaranteed its share of its "
+        "home site)"
     ]
     if strays:
         shown = ", ".join(strays[:_SHOWN])
