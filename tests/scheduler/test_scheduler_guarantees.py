@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from onecluster.fabric import parse_fabric
-from onecluster.model import Fabric, JobSpec, SitePart
+from onecluster.model import Fabric, JobSpec, PriorityClass, SitePart
 from onecluster.scheduler import (
     Allocation,
     AllocationLedger,
@@ -186,3 +186,50 @@ def test_no_preemption_when_gpus_free_up_by_themselves_within_the_grace() -> Non
     )
     late = Scheduler(fabric, PolicyConfig(grace_s=30.0)).plan(view, q, 100)
     assert len(late.preemptions) == 1
+
+
+def test_a_job_beyond_its_guarantee_does_not_preempt_by_priority(fabric: Fabric) -> None:
+    # other's pre-emptible low-priority work holds a; big (beyond its share of a) asks at
+    # high priority.  Preempting would only hand the GPUs back: it would start borrowed,
+    # after other's in-guarantee work.  (The control plane's property test found the loop.)
+    ledger = AllocationLedger.of(
+        [
+            Allocation(
+                job_id="low",
+                team="fixed",
+                parts=(SitePart(site="a", gpu_type="H100", gpus=10),),
+                priority=PriorityClass.LOW,
+                preemptible=True,
+                expected_end=1e9,
+            ),
+            Allocation(
+                job_id="b-full",
+                team="other",
+                parts=(SitePart(site="b", gpu_type="H100", gpus=8),),
+                expected_end=1e9,
+            ),
+        ]
+    )
+    spec = JobSpec(
+        team="big", gpus=8, duration_s=60, gpu_types=("H100",), priority=PriorityClass.HIGH
+    )
+    q = PendingQueue.of([PendingJob(job_id="hi", spec=spec, submitted_at=0)])
+    assert Scheduler(fabric).plan(ClusterView(running=ledger), q, 10).preemptions == ()
+    # Within its guarantee it may: fixed's own high-priority job preempts the low one.
+    mine = JobSpec(
+        team="fixed", gpus=2, duration_s=60, gpu_types=("H100",), priority=PriorityClass.HIGH
+    )
+    q = PendingQueue.of([PendingJob(job_id="own", spec=mine, submitted_at=0)])
+    ledger.replace(
+        Allocation(
+            job_id="low",
+            team="other",
+            parts=(SitePart(site="a", gpu_type="H100", gpus=10),),
+            priority=PriorityClass.LOW,
+            preemptible=True,
+            expected_end=1e9,
+        )
+    )
+    assert [
+        p.job_id for p in Scheduler(fabric).plan(ClusterView(running=ledger), q, 10).preemptions
+    ] == ["low"]

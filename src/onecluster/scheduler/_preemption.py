@@ -83,13 +83,16 @@ def may_preempt(victim: Victim, priority: int, *, owner: bool, home: bool) -> bo
     """Whether ``victim`` yields to a job of ``priority``.
 
     Borrowed work yields to a job within its guarantee (``owner``) and, when it runs away
-    from its team's home site, to any job of a team homed in the pool's site (``home``);
-    pre-emptible work yields to higher priority.
+    from its team's home site, to any job of a team homed in the pool's site (``home``).
+    Pre-emptible work yields to higher priority, but only to a job within its guarantee: a
+    job beyond it would start borrowed, after every in-guarantee job, so the GPUs it freed
+    would go back to its victim and the victim would be preempted again, forever (found by
+    the control plane's property test).
     """
     a = victim.allocation
     if a.borrowed and (owner or (home and victim.away)):
         return True
-    return a.preemptible and int(a.priority) < priority
+    return owner and a.preemptible and int(a.priority) < priority
 
 
 def choose_victims(
