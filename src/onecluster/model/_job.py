@@ -102,6 +102,10 @@ class JobSpec:
         check_positive("max_sites", self.max_sites)
         if self.checkpoint_interval_s is not None:
             check_positive("the checkpoint interval", self.checkpoint_interval_s)
+            if self.checkpoint_interval_s < 1.0:
+                every = self.checkpoint_interval_s
+                msg = f"the checkpoint interval must be at least 1 s (got {every})"
+                raise ValidationError(msg)
         if self.dataset is not None:
             check_name("dataset", self.dataset)
         if self.workdir is not None and (not self.workdir.startswith("/") or "\0" in self.workdir):
@@ -127,8 +131,9 @@ def kept_after(ran_s: float, interval_s: float | None, on_sigterm: bool) -> floa
     ran = max(ran_s, 0.0)
     if on_sigterm:
         return ran
-    if interval_s is not None:
-        return math.floor(ran / interval_s) * interval_s
+    if interval_s is not None and interval_s > 0:
+        whole = ran / interval_s
+        return ran if math.isinf(whole) else math.floor(whole) * interval_s
     return 0.0
 
 
