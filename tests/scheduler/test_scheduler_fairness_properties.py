@@ -33,6 +33,7 @@ teams:
   - {name: t2, home_site: a}
   - {name: t3, home_site: b}
   - {name: t4, home_site: a}
+  - {name: t5, home_site: b, quota: {}}
 """,
     source="fairness.yaml",
 )
@@ -86,8 +87,9 @@ def test_a_team_under_its_guarantee_waits_behind_borrowers_at_most_the_grace(
     queue = PendingQueue.of(
         [
             owner,
+            # A borrower (t5 is guaranteed nothing) that has waited longer still goes after.
             PendingJob(
-                job_id="late", spec=JobSpec(team="t3", gpus=1, duration_s=60), submitted_at=0
+                job_id="late", spec=JobSpec(team="t5", gpus=1, duration_s=60), submitted_at=0
             ),
         ]
     )

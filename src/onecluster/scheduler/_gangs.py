@@ -44,9 +44,17 @@ def reserve_gang(state: PassState, job: PendingJob) -> None:
     if best is None:
         return
     shadow, shares = best
+    guaranteed = all(
+        state.nominal_room(spec.team, p.site, p.gpu_type) >= spec.gpus for p, _, _ in shares
+    )
     for p, gpus, free_then in shares:
         state.reservations[p.key] = Reservation(
-            pool=p.key, gpus=gpus, shadow=shadow, extra=free_then - gpus
+            pool=p.key,
+            gpus=gpus,
+            shadow=shadow,
+            extra=free_then - gpus,
+            guaranteed=guaranteed,
+            team=spec.team,
         )
 
 
@@ -96,15 +104,17 @@ def preempt_for_gang(state: PassState, job: PendingJob) -> bool:
     for pools in _pools_by_type(state, job).values():
         options = []
         for p in pools:
-            res = state.reservations.get(p.key)
-            if res is not None and not res.allows(now=state.now, gpus=g, duration=spec.duration_s):
-                continue
             owner = state.nominal_room(spec.team, p.site, p.gpu_type) >= g
+            res = state.reservations.get(p.key)
+            if res is not None and res.holds_back(
+                now=state.now, gpus=g, duration=spec.duration_s, owner=owner, team=spec.team
+            ):
+                continue
             have = state.free[p.key] + state.draining[p.key]
             claimable = 0
             if owner or p.site == home:
                 claimable = _claimable(
-                    state, p, int(spec.priority), owner=owner, home=p.site == home
+                    state, p, int(spec.priority), owner=owner, home=p.site == home, team=spec.team
                 )
             if have + claimable > 0:
                 options.append((have + claimable, have, owner, p))
@@ -125,6 +135,7 @@ def preempt_for_gang(state: PassState, job: PendingJob) -> bool:
                     priority=int(spec.priority),
                     owner=owner,
                     home=p.site == home,
+                    team=spec.team,
                     taken=state.taken,
                 )
                 if choice is None:
@@ -135,7 +146,9 @@ def preempt_for_gang(state: PassState, job: PendingJob) -> bool:
                 break
         else:
             continue
-        if left == 0 and (best is None or lost < best[0]):
+        victims = any(choice is not None for _, _, choice, _ in plan)
+        if left == 0 and victims and (best is None or lost < best[0]):
+            # (Free GPUs alone are for _try_span to start on, never a claim.)
             best = (lost, plan)
     if best is None:
         return False
@@ -160,7 +173,9 @@ def preempt_for_gang(state: PassState, job: PendingJob) -> bool:
     return True
 
 
-def _claimable(state: PassState, p: PoolInfo, priority: int, *, owner: bool, home: bool) -> int:
+def _claimable(
+    state: PassState, p: PoolInfo, priority: int, *, owner: bool, home: bool, team: str
+) -> int:
     """GPUs of ``p`` this claimant could free by preemption (victims not yet taken)."""
     if not state.ledger.victim_gpus.get(p.key, 0):
         return 0
@@ -168,5 +183,5 @@ def _claimable(state: PassState, p: PoolInfo, priority: int, *, owner: bool, hom
         v.gpus_here
         for v in state.ranked(p.key)
         if v.allocation.job_id not in state.taken
-        and may_preempt(v, priority, owner=owner, home=home)
+        and may_preempt(v, priority, owner=owner, home=home, team=team)
     )

@@ -4,8 +4,10 @@ A team's quota is its guarantee.  A team with a home site but no quota (the usua
 team that appears only in a replayed trace) gets a *derived* guarantee, so that joining the
 one queue never costs it the capacity it had alone: its home site's GPUs of each type, less
 the quotas that teams homed there declare, shared by weight among the teams homed there that
-declare none.  Shares are whole GPUs (largest remainder, ties to the team named first), so
-derived guarantees never add up to more than the site has.  A derived guarantee holds at the
+declare none.  Declared quotas hold at any site, so derived shares are scaled down where
+needed for every guarantee of a type to fit in the fabric's GPUs of that type at once.
+Shares are whole GPUs (largest remainder, ties to the team named first), so derived
+guarantees never add up to more than the site has.  A derived guarantee holds at the
 home site only (a declared quota holds at any site with GPUs of its type): a team gets back
 what it had alone, not a claim on another site's teams.
 """
@@ -50,18 +52,16 @@ def guarantees(fabric: Fabric) -> Mapping[str, Guarantee]:
             homeless[team.home_site].append(team)
         else:
             out[team.name] = dict(team.quota)
+    # Declared quotas hold at any site, so derived shares come out of what they leave of each
+    # type fabric-wide: a site's part is scaled down until every guarantee fits at once.
+    room = _derivable(fabric, homeless)
     for site_name, teams in homeless.items():
         site = fabric.site(site_name)
-        declared: dict[str, int] = defaultdict(int)
-        for team in fabric.teams:
-            if team.home_site == site_name and team.quota is not None:
-                for gpu_type, n in team.quota.items():
-                    declared[gpu_type] += n
         for team in teams:
             out[team.name] = {}
         weight = sum(t.weight for t in teams)
         for pool in site.pools:
-            left = max(pool.count - declared[pool.gpu_type], 0)
+            left = room[(site_name, pool.gpu_type)]
             exact = [left * t.weight / weight for t in teams]
             shares = [math.floor(x) for x in exact]
             spare = left - sum(shares)
@@ -79,3 +79,36 @@ def guarantees(fabric: Fabric) -> Mapping[str, Guarantee]:
             for t in fabric.teams
         }
     )
+
+
+def _derivable(fabric: Fabric, homeless: Mapping[str, list[Team]]) -> dict[tuple[str, str], int]:
+    """(site, GPU type) → GPUs there that derived guarantees may share: the pool less the
+    quotas declared by teams homed at the site, scaled so that, per type, declared quotas
+    plus derived shares never exceed the fabric's GPUs of that type."""
+    base: dict[tuple[str, str], int] = {}
+    capacity: dict[str, int] = defaultdict(int)
+    declared: dict[str, int] = defaultdict(int)
+    for site in fabric.sites:
+        for pool in site.pools:
+            capacity[pool.gpu_type] += pool.count
+    for team in fabric.teams:
+        for gpu_type, n in (team.quota or {}).items():
+            declared[gpu_type] += n
+    for site_name in homeless:
+        site = fabric.site(site_name)
+        for pool in site.pools:
+            at_home = sum(
+                (t.quota or {}).get(pool.gpu_type, 0)
+                for t in fabric.teams
+                if t.home_site == site_name
+            )
+            base[(site_name, pool.gpu_type)] = max(pool.count - at_home, 0)
+    wanted: dict[str, int] = defaultdict(int)
+    for (_, gpu_type), n in base.items():
+        wanted[gpu_type] += n
+    room = {}
+    for key, n in base.items():
+        gpu_type = key[1]
+        left = max(capacity[gpu_type] - declared[gpu_type], 0)
+        room[key] = n if wanted[gpu_type] <= left else math.floor(n * left / wanted[gpu_type])
+    return room

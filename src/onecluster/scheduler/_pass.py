@@ -97,8 +97,8 @@ class PassState:
         #: Pools whose free GPUs are wanted by jobs of teams homed there: not lent away.
         self.kept: set[PoolKey] = set()
         self._victim_ranks: dict[PoolKey, tuple[Victim, ...]] = {}
-        #: (pool, owner, home, priority) → the smallest need no victims could meet this pass.
-        self._unmet: dict[tuple[PoolKey, bool, bool, int], int] = {}
+        #: (pool, owner, home, priority, team) → the smallest need no victims met this pass.
+        self._unmet: dict[tuple[PoolKey, bool, bool, int, str], int] = {}
         self._weight: dict[str, float] = {}
         fair = config.fair_share
         self._tau = fair.half_life_s / math.log(2)
@@ -240,7 +240,9 @@ class PassState:
             if borrowed and (not allow_borrow or (p.key in self.kept and not self.at_home(job, p))):
                 continue
             res = self.reservations.get(p.key)
-            if res is not None and not res.allows(now=self.now, gpus=g, duration=spec.duration_s):
+            if res is not None and res.holds_back(
+                now=self.now, gpus=g, duration=spec.duration_s, owner=not borrowed, team=spec.team
+            ):
                 held_back = True
                 self.hold_window = max(self.hold_window, res.shadow - self.now)
                 continue
@@ -274,11 +276,18 @@ class PassState:
         return Outcome.HELD_BACK if held_back else Outcome.BLOCKED
 
     def _try_span(self, job: PendingJob, *, allow_borrow: bool) -> bool:
-        """Place a multi-site gang over the fewest sites with free GPUs of one type."""
+        """Place a multi-site gang over the fewest sites with free GPUs of one type (a pool
+        a reservation holds only if the gang would not delay the holder there)."""
         spec = job.spec
         by_type: dict[str, list[PoolInfo]] = defaultdict(list)
         for p in self.candidates(job):
-            if self.free[p.key] > 0 and p.key not in self.reservations:
+            res = self.reservations.get(p.key)
+            if self.free[p.key] > 0 and (
+                res is None
+                or res.allows(
+                    now=self.now, gpus=min(self.free[p.key], spec.gpus), duration=spec.duration_s
+                )
+            ):
                 by_type[p.gpu_type].append(p)
         options: list[tuple[bool, int, list[SitePart]]] = []
         for gpu_type, pools in by_type.items():
@@ -300,6 +309,10 @@ class PassState:
         if not options:
             return False
         borrowed, _, parts = min(options, key=lambda o: (o[0], o[1]))
+        for part in parts:
+            res = self.reservations.get((part.site, part.gpu_type))
+            if res is not None:
+                res.consume(now=self.now, gpus=part.gpus, duration=spec.duration_s)
         self._commit(job, tuple(parts), borrowed, missing=0, staging_s=0.0, score=0.0)
         return True
 
@@ -380,7 +393,9 @@ class PassState:
             if not (owner or p.site == home) or not self.reachable(job, p):
                 continue
             res = self.reservations.get(p.key)
-            if res is not None and not res.allows(now=self.now, gpus=g, duration=spec.duration_s):
+            if res is not None and res.holds_back(
+                now=self.now, gpus=g, duration=spec.duration_s, owner=owner, team=spec.team
+            ):
                 continue  # the GPUs it would free are held for a job that waits longer
             have = self.free[p.key] + self.draining[p.key]
             if have < g and self.frees_within_grace(p, have, g):
@@ -391,7 +406,7 @@ class PassState:
             else:
                 if self.ledger.victim_gpus.get(p.key, 0) < g - have:
                     continue
-                claim = (p.key, owner, p.site == home, int(spec.priority))
+                claim = (p.key, owner, p.site == home, int(spec.priority), spec.team)
                 if self._unmet.get(claim, g + 1) <= g - have:
                     continue  # a smaller claim of this kind already found too few victims
                 choice = choose_victims(
@@ -400,6 +415,7 @@ class PassState:
                     priority=int(spec.priority),
                     owner=owner,
                     home=p.site == home,
+                    team=spec.team,
                     taken=self.taken,
                 )
                 if choice is None:
@@ -494,5 +510,10 @@ class PassState:
         if best is not None:
             shadow, _, extra, p = best
             self.reservations[p.key] = Reservation(
-                pool=p.key, gpus=spec.gpus, shadow=shadow, extra=extra
+                pool=p.key,
+                gpus=spec.gpus,
+                shadow=shadow,
+                extra=extra,
+                guaranteed=self.nominal_room(spec.team, p.site, p.gpu_type) >= spec.gpus,
+                team=spec.team,
             )

@@ -24,7 +24,7 @@ class Victim:
     """An allocation that something may preempt, with what that would cost."""
 
     allocation: Allocation
-    away: bool  # runs (partly) outside its team's home site
+    away: bool  # its team is homed elsewhere than the ranked pool's site
     gpus_here: int  # its GPUs in the pool being ranked
     lost_gpu_s: float
 
@@ -59,14 +59,14 @@ def rank_victims(
         if not (a.borrowed or a.preemptible) or a.draining:
             continue
         parts = a.parts
+        # Away *here*: its team is homed elsewhere than this pool's site (a gang spanning
+        # its home site and another is at home in its home site's pool).
+        away = site != homes(a.team)
         if len(parts) == 1:
             gpus = here = parts[0].gpus
-            away = parts[0].site != homes(a.team)
         else:
             gpus = sum(p.gpus for p in parts)
             here = sum(p.gpus for p in parts if (p.site, p.gpu_type) == pool)
-            home = homes(a.team)
-            away = site != home or any(p.site != home for p in parts)
         ran = now - a.started_at if now > a.started_at else 0.0
         if a.checkpoint_interval_s is None and not a.checkpoint_on_sigterm:
             lost = gpus * ran
@@ -79,18 +79,19 @@ def rank_victims(
     return tuple(found[k[5]] for k in keyed)
 
 
-def may_preempt(victim: Victim, priority: int, *, owner: bool, home: bool) -> bool:
-    """Whether ``victim`` yields to a job of ``priority``.
+def may_preempt(victim: Victim, priority: int, *, owner: bool, home: bool, team: str) -> bool:
+    """Whether ``victim`` yields to a job of ``team`` at ``priority``.
 
-    Borrowed work yields to a job within its guarantee (``owner``) and, when it runs away
-    from its team's home site, to any job of a team homed in the pool's site (``home``).
-    Pre-emptible work yields to higher priority, but only to a job within its guarantee: a
-    job beyond it would start borrowed, after every in-guarantee job, so the GPUs it freed
-    would go back to its victim and the victim would be preempted again, forever (found by
-    the control plane's property test).
+    Borrowed work of another team yields to a job within its guarantee (``owner``) and, when
+    its team is homed elsewhere, to any job of a team homed at the pool's site (``home``).
+    A team never reclaims from itself: its borrowed work and its new job would only trade
+    places.  Pre-emptible work yields to higher priority, but only to a job within its
+    guarantee: a job beyond it would start borrowed, after every in-guarantee job, so the GPUs
+    it freed would go back to its victim and the victim would be preempted again, forever
+    (found by the control plane's property test).
     """
     a = victim.allocation
-    if a.borrowed and (owner or (home and victim.away)):
+    if a.borrowed and a.team != team and (owner or (home and victim.away)):
         return True
     return owner and a.preemptible and int(a.priority) < priority
 
@@ -102,6 +103,7 @@ def choose_victims(
     priority: int,
     owner: bool,
     home: bool,
+    team: str,
     taken: set[str],
 ) -> VictimChoice | None:
     """The first victims of ``ranked`` (:func:`rank_victims`) that free ``need`` GPUs and
@@ -113,7 +115,9 @@ def choose_victims(
     for v in ranked:
         if freed >= need:
             break
-        if v.allocation.job_id in taken or not may_preempt(v, priority, owner=owner, home=home):
+        if v.allocation.job_id in taken or not may_preempt(
+            v, priority, owner=owner, home=home, team=team
+        ):
             continue
         chosen.append(v.allocation)
         freed += v.gpus_here

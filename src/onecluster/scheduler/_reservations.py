@@ -40,6 +40,17 @@ class Reservation:
     gpus: int
     shadow: float
     extra: int
+    #: Whether the holder waits within its guarantee, and its team.  A borrower's place never
+    #: holds back another team's owner: guarantees come first, as in the order of service.
+    guaranteed: bool = True
+    team: str = ""
+
+    def holds_back(self, *, now: float, gpus: int, duration: float, owner: bool, team: str) -> bool:
+        """Whether this reservation keeps out a job of ``team`` (``owner``: within its
+        guarantee)."""
+        if owner and not self.guaranteed and team != self.team:
+            return False
+        return not self.allows(now=now, gpus=gpus, duration=duration)
 
     def allows(self, *, now: float, gpus: int, duration: float) -> bool:
         """Whether a job of ``gpus`` × ``duration`` may start now without delaying the holder."""

@@ -4,7 +4,8 @@ so an admin can show every team what joining gained it (``onecluster report gpu
 --compare separate``).
 
 Each job of the month (submitted in it) replays as it was asked: its submit time, GPUs,
-acceptable types and team; it runs for what it really ran (its last attempt's span) when it
+acceptable types, team, sites it may span, priority class, pre-emptibility and checkpoints;
+it runs for what it really ran (its last attempt's span) when it
 completed, else for its estimate.  Datasets are left out: the month's replicas are not the
 replay's to know.  Both worlds see the same jobs, so the comparison is like for like; what
 really happened is in the report's other tables.
@@ -13,9 +14,12 @@ really happened is in the report's other tables.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
+from typing import cast
 
 from onecluster.model import AttemptRecord, Fabric, JobRecord, JobState
 from onecluster.reports import Month
+from onecluster.scheduler import PolicyConfig, PolicyKind
 from onecluster.simulate import compare_teams, simulate
 from onecluster.workload import TraceJob
 
@@ -29,6 +33,7 @@ def before_after(
     *,
     baseline: str,
     now: float,
+    policy: PolicyConfig | None = None,
 ) -> dict[str, object]:
     """The per-team comparison (JSON-ready) of the jobs submitted in ``month``."""
     last: dict[str, tuple[AttemptRecord, JobRecord]] = {}
@@ -59,11 +64,17 @@ def before_after(
             team=j.team,
             gpu_types=j.gpu_types,
             home_site=j.home_site,
+            max_sites=j.max_sites,
+            priority=j.priority,
+            preemptible=j.preemptible,
+            checkpoint_interval_s=j.checkpoint_interval_s,
+            checkpoint_on_sigterm=j.checkpoint_on_sigterm,
         )
         for j in trace
     ]
-    unified = simulate(fabric, rebased, "unified")
-    separate = simulate(fabric, rebased, baseline)
+    live = policy or PolicyConfig()  # the server's settings: fair share, grace
+    unified = simulate(fabric, rebased, config=replace(live, kind="unified"))
+    separate = simulate(fabric, rebased, config=replace(live, kind=cast(PolicyKind, baseline)))
     rows = compare_teams(unified, separate)
     out["teams"] = [r.to_json() for r in rows]
     out["losing_teams"] = [r.team for r in rows if r.loses]
@@ -84,4 +95,9 @@ def _trace_job(fabric: Fabric, attempt: AttemptRecord, job: JobRecord, now: floa
         team=job.team,
         gpu_types=job.gpu_types,
         home_site=team.home_site if team is not None else None,
+        max_sites=job.max_sites,
+        priority=job.priority,
+        preemptible=job.preemptible,
+        checkpoint_interval_s=job.checkpoint_interval_s,
+        checkpoint_on_sigterm=job.checkpoint_on_sigterm,
     )

@@ -87,7 +87,7 @@ def simulate(
     policy_kind: str = "unified",
     *,
     seed: int = 0,
-    grace_s: float = 30.0,
+    grace_s: float | None = None,
     checkpoint_interval_s: float | None = None,
     config: PolicyConfig | None = None,
 ) -> SimResult:
@@ -106,7 +106,8 @@ def simulate(
     plans more GPUs than a pool has (a scheduler bug, never silently absorbed).
     """
     cfg = config or PolicyConfig(kind=cast(PolicyKind, policy_kind))  # validates the kind
-    cfg = replace(cfg, grace_s=grace_s)  # the scheduler weighs preempting against the grace
+    if grace_s is not None:  # else the config's (default 30 s)
+        cfg = replace(cfg, grace_s=grace_s)  # the scheduler weighs preempting against it
     if checkpoint_interval_s is not None and not checkpoint_interval_s > 0:
         msg = f"checkpoint_interval_s must be greater than 0 (got {checkpoint_interval_s})"
         raise ValidationError(msg)
@@ -114,7 +115,7 @@ def simulate(
     with_teams, warnings = with_trace_teams(fabric, jobs)
     full = with_trace_datasets(with_teams, jobs)
     replicas = {d.name: set(d.sites) for d in full.datasets}
-    run = _Run(full, cfg, grace_s, checkpoint_interval_s, replicas)
+    run = _Run(full, cfg, cfg.grace_s, checkpoint_interval_s, replicas)
     run.load(jobs)
     run.loop()
     return run.tally.result(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from onecluster.errors import ValidationError
-from onecluster.model import JobSpec
+from onecluster.model import JobSpec, PriorityClass
 
 __all__ = ["TraceJob"]
 
@@ -18,7 +18,8 @@ class TraceJob:
     the trace).  ``gpu_types`` lists acceptable GPU types (empty: any).  ``home_site`` is the
     site the job's team calls home when the trace says so, else ``None``.  ``name`` is the
     job's name in the trace (e.g. the Alibaba pod name), kept for reference only.  The
-    checkpoint fields are the job's declaration (:class:`~onecluster.model.JobSpec`).
+    checkpoint fields, ``max_sites``, ``priority`` and ``preemptible`` are the job's own
+    (:class:`~onecluster.model.JobSpec`).
 
     Construction raises :class:`ValidationError` for a negative submit time, a non-positive
     duration, fewer than one GPU or a negative dataset size.
@@ -35,6 +36,9 @@ class TraceJob:
     name: str = ""
     checkpoint_interval_s: float | None = None
     checkpoint_on_sigterm: bool = False
+    max_sites: int = 1
+    priority: PriorityClass = PriorityClass.NORMAL
+    preemptible: bool = False
 
     def __post_init__(self) -> None:
         if not self.submit_time >= 0:
@@ -63,4 +67,7 @@ class TraceJob:
             dataset_bytes=self.dataset_bytes,
             checkpoint_interval_s=self.checkpoint_interval_s,
             checkpoint_on_sigterm=self.checkpoint_on_sigterm,
+            max_sites=self.max_sites,
+            priority=self.priority,
+            preemptible=self.preemptible,
         )
