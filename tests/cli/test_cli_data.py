@@ -333,3 +333,11 @@ def test_server_refuses_a_relay_share_over_one_before_starting() -> None:
         build_app(), ["server", "--fabric", "nowhere.yaml", "--relay-share", "1.5"]
     )
     assert result.exit_code == 2 and "--relay-share" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"), [("--grace", "-1"), ("--fair-share-half-life", "0"), ("--grace", "nan")]
+)
+def test_server_refuses_a_bad_grace_or_half_life_before_starting(flag: str, value: str) -> None:
+    result = CliRunner().invoke(build_app(), ["server", "--fabric", "nowhere.yaml", flag, value])
+    assert result.exit_code == 2 and flag in result.stderr

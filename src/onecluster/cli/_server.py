@@ -30,6 +30,22 @@ def server(
         show_default=False,
     ),
     policy: Policy = typer.Option(Policy.UNIFIED, "--policy", help="unified, separate or fifo."),
+    grace: float = typer.Option(
+        10.0,
+        "--grace",
+        min=0.0,
+        help=(
+            "Seconds a stopped job has between SIGTERM and SIGKILL (a job that checkpoints on "
+            "SIGTERM must save within it); the scheduler also preempts only where GPUs would "
+            "not free up by themselves sooner."
+        ),
+    ),
+    half_life: float = typer.Option(
+        7 * 86400.0,
+        "--fair-share-half-life",
+        min=1.0,
+        help="Seconds for a team's past GPU use to weigh half as much in fair share (7 days).",
+    ),
     lease: float = typer.Option(
         60.0,
         "--lease",
@@ -65,7 +81,7 @@ def server(
     On first start it writes a bootstrap admin token to <state-dir>/admin.token.
     """
     from onecluster.fabric import load_fabric
-    from onecluster.scheduler import PolicyConfig
+    from onecluster.scheduler import FairShare, PolicyConfig
     from onecluster.server import ServerConfig, serve
 
     config = config_of(ctx)
@@ -76,7 +92,8 @@ def server(
             db_url=db,
             host=host,
             port=port,
-            policy=PolicyConfig(kind=policy.value),
+            policy=PolicyConfig(kind=policy.value, fair_share=FairShare(half_life_s=half_life)),
+            grace_s=grace,
             lease_s=lease,
             bulk_share=bulk_share,
             relay_share=relay_share,
