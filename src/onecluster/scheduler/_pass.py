@@ -19,13 +19,7 @@ from onecluster.scheduler._ledger import AllocationLedger, PoolKey
 from onecluster.scheduler._network import StagingPaths
 from onecluster.scheduler._preemption import Victim, VictimChoice, choose_victims, rank_victims
 from onecluster.scheduler._reservations import Reservation, shadow_time
-from onecluster.scheduler._state import (
-    ClusterView,
-    PassStats,
-    PendingJob,
-    Preempt,
-    Start,
-)
+from onecluster.scheduler._state import ClusterView, PassStats, PendingJob, Preempt, Start
 
 __all__ = ["Outcome", "PassState", "PoolInfo"]
 
@@ -377,10 +371,12 @@ class PassState:
     def try_preempt(self, job: PendingJob) -> bool:
         """Claim GPUs for a job by preempting work that must yield to it.
 
-        Within its guarantee a job reclaims borrowed work (any team's); at its team's home
-        site any job reclaims borrowed work of teams homed elsewhere (the home site's teams
-        keep what they had alone); pre-emptible work yields to higher priority.  Work
-        running away from home goes first, then what loses least (:func:`choose_victims`).
+        Within its guarantee a job reclaims borrowed work of other teams and pre-emptible work
+        of a lower class; at its team's home site any job reclaims borrowed work of teams
+        homed elsewhere (the home site's teams keep what they had alone).  Work away from
+        home goes first, then what costs least (``may_preempt`` and ``rank_victims`` in
+        ``_preemption``).  A gang no single pool holds reclaims over several
+        (:func:`preempt_for_gang`).
         """
         spec = job.spec
         if not self.config.quotas or spec.preemptible:
