@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -10,8 +11,9 @@ import httpx
 from pydantic import BaseModel, TypeAdapter
 
 from onecluster.client._errors import error_from_response
+from onecluster.client._servers import ServerList, describe_tries
 from onecluster.client._token import usable_token
-from onecluster.errors import NotFoundError, UnavailableError
+from onecluster.errors import NotFoundError, PlatformError, UnavailableError
 from onecluster.schema import (
     AgentSync,
     AgentSyncReply,
@@ -52,18 +54,35 @@ _PREFIX = "/api/v1"
 
 
 class Client:
-    """A connection to a onecluster server.
+    """A connection to a onecluster server, or to several replicas of one.
 
     Every method raises the :mod:`onecluster.errors` class the server answered with (same
-    ``code``), or :class:`UnavailableError` when the server cannot be reached.  A job id or
+    ``code``), or :class:`UnavailableError` when no server can be reached.  A job id or
     site name is always one path segment (quoted), so no value can change the route; one
     that no route could address (``a/b``, empty) is a :class:`NotFoundError` without asking.
     Not thread-safe: give each thread its own client.
+
+    **Several servers.**  ``base_url`` may name several replicas of one control plane (a
+    comma-separated string or a sequence; :class:`ServerList`).  A request goes to the current
+    one; where it fails, it is sent again to the next, round-robin, each at most once, and the
+    one that answers stays current (:attr:`base_url`).  A request is sent again only where that
+    cannot do it twice (decision 161):
+
+    * it never left: the connection could not be made (refused, connect timeout, no free
+      connection in the pool);
+    * the replica answered 503 (unavailable: it did nothing, e.g. not the leader, or no
+      database);
+    * it is a ``GET``, which changes nothing, whatever happened to it.
+
+    A ``POST`` that was sent and then timed out or lost its connection may have been done (a
+    submission created), so it is not sent again: :class:`UnavailableError` saying that its
+    outcome is unknown, naming the replica.  Any other answer (2xx, 4xx, 500) is the answer.
+    Errors name every URL tried.  Each try gets the whole ``timeout``.
     """
 
     def __init__(
         self,
-        base_url: str,
+        base_url: str | Sequence[str],
         token: str | None = None,
         *,
         timeout: float = 10.0,
@@ -71,26 +90,57 @@ class Client:
     ) -> None:
         """``transport`` replaces the network (e.g. ``httpx.MockTransport`` in tests).
 
+        :class:`ValidationError` for a server list that cannot work (:func:`parse_servers`).
         Whitespace around ``token`` is dropped; :class:`AuthError` if it is malformed (see
         :func:`usable_token`).
         """
         headers = {"Authorization": f"Bearer {usable_token(token)}"} if token else {}
-        self.base_url = base_url.rstrip("/")
-        self._http = httpx.Client(
-            base_url=self.base_url, headers=headers, timeout=timeout, transport=transport
-        )
+        self._servers = ServerList(base_url)
+        self._http = httpx.Client(headers=headers, timeout=timeout, transport=transport)
+
+    @property
+    def base_url(self) -> str:
+        """The server requests go to first: the one that last answered."""
+        return self._servers.current
+
+    @property
+    def servers(self) -> ServerList:
+        """Every server URL this client may use, and the current one."""
+        return self._servers
 
     # -- plumbing -------------------------------------------------------------------------
 
     def _request(self, method: str, path: str, *, json: Any = None, params: Any = None) -> Any:
-        try:
-            response = self._http.request(method, path, json=json, params=params)
-        except httpx.TransportError as exc:
-            msg = f"cannot reach the onecluster server at {self.base_url}: {exc}"
-            raise UnavailableError(msg, hint="is `onecluster server` running?") from exc
-        if response.is_error:
-            raise error_from_response(response)
-        return response.json()
+        """One request, failing over between the servers as the class says."""
+        tries: list[tuple[str, str]] = []
+        unavailable: PlatformError | None = None
+        for base in self._servers.rotation():
+            try:
+                response = self._http.request(method, base + path, json=json, params=params)
+            except httpx.TransportError as exc:
+                if method != "GET" and not _never_sent(exc):
+                    self._servers.failed(base)
+                    raise _outcome_unknown(method, path, base, exc, tries) from exc
+                tries.append((base, _reason(exc)))
+                self._servers.failed(base)
+                if len(self._servers) == 1:
+                    msg = f"cannot reach the onecluster server at {base}: {exc}"
+                    raise UnavailableError(msg, hint="is `onecluster server` running?") from exc
+                continue
+            if response.status_code == 503:
+                unavailable = error_from_response(response)
+                tries.append((base, f"answered 503: {unavailable.message}"))
+                self._servers.failed(base)
+                if len(self._servers) == 1:
+                    raise unavailable
+                continue
+            self._servers.answered(base)
+            if response.is_error:
+                raise error_from_response(response)
+            return response.json()
+        msg = f"no onecluster server answered {method} {path}; tried {describe_tries(tries)}"
+        hint = unavailable.hint if unavailable is not None and unavailable.hint else None
+        raise UnavailableError(msg, hint=hint or "is `onecluster server` running at any of them?")
 
     def _get(self, path: str, adapter: TypeAdapter[M], **params: Any) -> M:
         query = {k: v for k, v in params.items() if v is not None}
@@ -297,6 +347,39 @@ class Client:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _never_sent(exc: httpx.TransportError) -> bool:
+    """Whether the request surely never reached the server: no connection was made."""
+    return isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout | httpx.PoolTimeout)
+
+
+def _reason(exc: httpx.TransportError) -> str:
+    """What went wrong, in a few words and httpx's own."""
+    if isinstance(exc, httpx.TimeoutException):
+        what = "connect timeout" if _never_sent(exc) else "no answer in time"
+    else:
+        what = "cannot connect" if _never_sent(exc) else "connection lost"
+    detail = str(exc) or type(exc).__name__
+    return f"{what} ({detail})"
+
+
+def _outcome_unknown(
+    method: str,
+    path: str,
+    base: str,
+    exc: httpx.TransportError,
+    tries: Sequence[tuple[str, str]],
+) -> UnavailableError:
+    """The error for a request that was sent to ``base`` and may or may not have been done."""
+    earlier = f"; before it: {describe_tries(tries)}" if tries else ""
+    msg = (
+        f"{method} {path} was sent to the onecluster server at {base}, which gave no answer "
+        f"({_reason(exc)}); whether it was done is unknown, so it was not sent to another "
+        f"server{earlier}"
+    )
+    hint = "check whether it was done (e.g. `onecluster jobs`) before trying again"
+    return UnavailableError(msg, hint=hint)
 
 
 def _segment(value: str, kind: str) -> str:
