@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from onecluster.client import parse_servers
 from onecluster.errors import NotFoundError, ValidationError
 from onecluster.fabric import load_fabric
 from onecluster.telemetry import DEFAULT_PROBE_PORT
@@ -34,6 +35,10 @@ class AgentConfig:
     ``probe_port`` is the UDP port of its probe sockets (0: any free one);
     ``apply_routes`` programs the kernel's routes to the other sites from the server's route
     table; ``metrics_address`` (``host:port``) serves the probes' Prometheus ``/metrics``.
+
+    ``server_url`` is the server's base URL, or those of several replicas of one control plane
+    separated by commas, tried in turn (:class:`~onecluster.client.ServerList`); it is kept
+    normalised (no spaces, no trailing ``/``), and :attr:`server_urls` lists them.
 
     Data: ``data_dir`` holds received datasets and the chunk index (default
     ``<work_dir>/data``); the data endpoint listens on ``data_port`` (0: any free one) and is
@@ -77,9 +82,8 @@ class AgentConfig:
         if not self.site:
             msg = "the agent needs --site: the fabric name of the site it runs"
             raise ValidationError(msg)
-        if not self.server_url.startswith(("http://", "https://")):
-            msg = f"server URL {self.server_url!r} must start with http:// or https://"
-            raise ValidationError(msg)
+        urls = parse_servers(self.server_url, source="the agent's server URL")
+        object.__setattr__(self, "server_url", ",".join(urls))  # frozen: normalised once
         if self.backend is not None and self.backend not in _BACKENDS:
             msg = (
                 f"backend {self.backend!r} is not available in this agent; "
@@ -133,6 +137,11 @@ class AgentConfig:
             if not host or not port.isdigit() or not 0 <= int(port) <= 65535:
                 msg = f"the metrics address {self.metrics_address!r} is not HOST:PORT"
                 raise ValidationError(msg, hint="e.g. --metrics 0.0.0.0:9464")
+
+    @property
+    def server_urls(self) -> tuple[str, ...]:
+        """The server's base URL, or its replicas' in the order they are tried."""
+        return tuple(self.server_url.split(","))
 
     def resolved_pools(self) -> dict[str, int]:
         """GPU count per type at this site; reads the fabric file if one was given.
@@ -209,18 +218,21 @@ class AgentConfig:
 
     def resolved_data_address(self) -> str:
         """Where other sites reach the data endpoint: ``data_address``, the service address,
-        else the address this host uses toward the server (no packet is sent to find it)."""
+        else the address this host uses toward the server — the first of its replicas whose
+        name resolves (no packet is sent to find it)."""
         if self.data_address is not None:
             return self.data_address
         if self.service_address is not None:
             return self.service_address
-        host = urlsplit(self.server_url).hostname or "127.0.0.1"
-        try:
-            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-                probe.connect((socket.gethostbyname(host), 9))
-                return str(probe.getsockname()[0])
-        except OSError:
-            return "127.0.0.1"
+        for url in self.server_urls:
+            host = urlsplit(url).hostname or "127.0.0.1"
+            try:
+                with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+                    probe.connect((socket.gethostbyname(host), 9))
+                    return str(probe.getsockname()[0])
+            except OSError:
+                continue
+        return "127.0.0.1"
 
     def resolved_work_dir(self) -> Path:
         """``work_dir``, or ``~/.onecluster/agent/<site>`` when none was given."""
