@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import socket
 from pathlib import Path
 
 import pytest
@@ -88,3 +90,63 @@ def test_the_agent_refuses_a_malformed_token_before_it_starts(tmp_path: Path) ->
     assert result.exit_code == 5
     assert "the token from --token is malformed: character 5 is a space" in result.stderr
     assert not (tmp_path / "work").exists()
+
+
+def test_several_servers_from_the_flag_or_the_environment_are_kept_in_order(
+    tmp_path: Path,
+) -> None:
+    config = resolve_config(
+        server=" http://a:1/ , http://b:2",
+        token=None,
+        state_dir=tmp_path,
+        debug=False,
+        environment=Environment(),
+    )
+    assert (config.server, config.servers) == (
+        "http://a:1,http://b:2",
+        ("http://a:1", "http://b:2"),
+    )
+    env = Environment.from_mapping({"ONECLUSTER_SERVER": "http://a:1,https://b:2\n"})
+    assert _resolve(tmp_path, env=env)[0] == "http://a:1,https://b:2"
+
+
+@pytest.mark.parametrize(
+    ("flag", "env", "words"),
+    [
+        ("http://a:1,,http://b:2", None, "--server 'http://a:1,,http://b:2' has an empty entry"),
+        ("http://a:1,http://a:1/", None, "--server names the same server twice"),
+        (None, "http://a:1,b:2", "server URL 'b:2' ($ONECLUSTER_SERVER) must start with http"),
+    ],
+)
+def test_a_server_list_that_cannot_work_is_refused_naming_where_it_came_from(
+    tmp_path: Path, flag: str | None, env: str | None, words: str
+) -> None:
+    with pytest.raises(ValidationError) as raised:
+        _resolve(tmp_path, server=flag, env=Environment(server=env))
+    assert words in raised.value.message
+    args = ["--state-dir", str(tmp_path), *(["--server", flag] if flag else []), "sites"]
+    result = CliRunner().invoke(build_app(), args, obj=Environment(server=env))
+    assert result.exit_code == 2
+    assert words in result.stderr
+
+
+@pytest.mark.integration
+def test_the_cli_moves_on_from_a_dead_server_to_a_live_one(server: tuple[str, str]) -> None:
+    url, admin = server
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}"  # nothing listens once closed
+    for args, env in (
+        (["--server", f"{dead},{url}"], Environment(token=admin)),
+        ([], Environment(server=f"{dead}, {url}", token=admin)),
+    ):
+        result = CliRunner().invoke(build_app(), [*args, "sites", "--json"], obj=env)
+        assert result.exit_code == 0, result.stderr
+        assert [s["name"] for s in json.loads(result.stdout)] == [
+            "shanghai",
+            "singapore",
+            "tokyo",
+        ]
+    result = CliRunner().invoke(build_app(), ["--server", dead, "--token", admin, "sites"])
+    assert result.exit_code == 6
+    assert f"cannot reach the onecluster server at {dead}" in result.stderr

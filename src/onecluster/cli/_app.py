@@ -80,8 +80,8 @@ def _global_options(
     server: str | None = typer.Option(
         None,
         "--server",
-        help="Server URL \\[default: $ONECLUSTER_SERVER, <state-dir>/server.url, "
-        "http://127.0.0.1:8080].",
+        help="Server URL, or several replicas' URLs separated by commas, tried in turn "
+        "\\[default: $ONECLUSTER_SERVER, <state-dir>/server.url, http://127.0.0.1:8080].",
         show_default=False,
     ),
     token: str | None = typer.Option(

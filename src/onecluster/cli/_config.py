@@ -4,7 +4,9 @@ Resolution, first match wins (documented in ``docs/cli.md``):
 
 * server URL: ``--server`` → ``ONECLUSTER_SERVER`` → ``<state-dir>/server.url`` (written by
   the server running on that state folder, ``onecluster server`` or ``up``) →
-  ``http://127.0.0.1:8080``;
+  ``http://127.0.0.1:8080``.  The flag and the variable may name several replicas of one
+  control plane, separated by commas (``http://a:8080,http://b:8080``): the client tries them
+  in turn and stays with the one that answers (:class:`onecluster.client.ServerList`);
 * token: ``--token`` → ``ONECLUSTER_TOKEN`` → ``<state-dir>/admin.token`` (written by
   the server at its first start) → none.  Whitespace around a token (a file's newline, a
   pasted CRLF) is dropped; one with whitespace or control characters inside is refused,
@@ -23,7 +25,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import httpx
 import typer
 
 from onecluster.errors import ValidationError
@@ -68,7 +69,11 @@ class Environment:
 
 @dataclass(frozen=True, slots=True)
 class CliConfig:
-    """The resolved global options every command receives."""
+    """The resolved global options every command receives.
+
+    ``server``: the server's base URL, or several replicas' joined with commas (normalised:
+    no spaces, no trailing ``/``); :attr:`servers` lists them.
+    """
 
     server: str
     token: str | None
@@ -78,6 +83,11 @@ class CliConfig:
     token_source: str | None = None
     #: ``$ONECLUSTER_DEID_KEY``, the key ``export deid`` uses without ``--key-file``.
     deid_key: str | None = field(default=None, repr=False)
+
+    @property
+    def servers(self) -> tuple[str, ...]:
+        """The server URLs in the order the client tries them."""
+        return tuple(self.server.split(","))
 
 
 def resolve_config(
@@ -90,12 +100,21 @@ def resolve_config(
 ) -> CliConfig:
     """Apply the resolution order above.  A state file that cannot be read is ignored.
 
-    Raises :class:`ValidationError` for a server URL that is not ``http(s)://…``.  A
+    Raises :class:`ValidationError`, naming where the value came from, for a server URL that
+    is not ``http(s)://…``, or a list with an empty entry or a server named twice.  A
     malformed token is refused only where it is used (:func:`token_of`), so ``simulate``
     does not care about a broken ``$ONECLUSTER_TOKEN``.
     """
-    resolved_server = (
-        server or environment.server or _read_state(state_dir / SERVER_URL_FILE) or DEFAULT_SERVER
+    url_file = state_dir / SERVER_URL_FILE
+    resolved_server, server_source = next(
+        (value, where)
+        for value, where in (
+            (server, "--server"),
+            (environment.server, "$ONECLUSTER_SERVER"),
+            (_read_state(url_file), str(url_file)),
+            (DEFAULT_SERVER, "the default server URL"),
+        )
+        if value
     )
     token_file = state_dir / ADMIN_TOKEN_FILE
     candidates = (
@@ -106,16 +125,11 @@ def resolve_config(
     resolved_token, token_source = next(
         ((value.strip(), where) for value, where in candidates if value), (None, None)
     )
-    if not resolved_server.startswith(("http://", "https://")):
-        msg = f"server URL {resolved_server!r} must start with http:// or https://"
-        raise ValidationError(msg, hint="e.g. --server http://127.0.0.1:8080")
-    try:
-        httpx.URL(resolved_server)
-    except httpx.InvalidURL as exc:
-        msg = f"server URL {resolved_server!r} is not a valid URL: {exc}"
-        raise ValidationError(msg, hint="e.g. --server http://127.0.0.1:8080") from exc
+    from onecluster.client import parse_servers
+
+    servers = parse_servers(resolved_server, source=server_source)
     return CliConfig(
-        server=resolved_server.rstrip("/"),
+        server=",".join(servers),
         token=resolved_token,
         state_dir=state_dir,
         debug=debug,
