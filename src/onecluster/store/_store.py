@@ -15,6 +15,7 @@ from onecluster.model import TERMINAL_STATES, AttemptRecord, JobRecord, JobSpec,
 from onecluster.store._convert import attempt_record, job_record, site_record
 from onecluster.store._data import DataStore
 from onecluster.store._engine import make_engine, migrate
+from onecluster.store._events import EventValues, record_events
 from onecluster.store._records import (
     Assignment,
     EventRecord,
@@ -79,7 +80,7 @@ class Store(DataStore):
             }
             for r in records
         ]
-        events = [
+        events: list[EventValues] = [
             {
                 "time": now,
                 "kind": "submitted",
@@ -90,10 +91,10 @@ class Store(DataStore):
         ]
 
         def work(s: Session) -> list[JobRecord]:
-            # Core inserts: submission is the API's hottest write path.
-            conn = s.connection()
-            conn.execute(insert(_JOBS), rows)
-            conn.execute(insert(_EVENTS), events)
+            # Core inserts: submission is the API's hottest write path.  The events go in at
+            # commit, in commit order, as every event does.
+            s.connection().execute(insert(_JOBS), rows)
+            record_events(s, events)
             return records
 
         return self._run(work)
@@ -255,7 +256,11 @@ class Store(DataStore):
     ) -> list[EventRecord]:
         """Events oldest first: the newest ``limit`` of them, or with ``after`` the first
         ``limit`` whose id is greater (to follow the stream); of one job when ``job_id`` is
-        given, of the kinds starting with ``kind_prefix`` when that is."""
+        given, of the kinds starting with ``kind_prefix`` when that is.
+
+        The stream is gap-free: events are committed in id order (see
+        :mod:`onecluster.store._events`), so a follower that asks again with the last id it
+        got as ``after`` sees every event committed after it, each once, in id order."""
         query = select(EventRow)
         if job_id is not None:
             query = query.where(EventRow.job_id == job_id)
@@ -433,7 +438,6 @@ def _new_job(spec: JobSpec, now: float) -> JobRecord:
 
 
 _JOBS = Base.metadata.tables["jobs"]
-_EVENTS = Base.metadata.tables["events"]
 
 #: Job columns stored exactly as the record holds them.
 _JOB_SCALARS = (

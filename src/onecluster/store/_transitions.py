@@ -20,9 +20,10 @@ from onecluster.model import (
     SitePart,
 )
 from onecluster.store._convert import parts_json
+from onecluster.store._events import record_events
 from onecluster.store._lifecycle import AttemptFacts, settle
 from onecluster.store._records import StartOrder
-from onecluster.store._tables import AttemptRow, EventRow, JobRow, VersionRow
+from onecluster.store._tables import AttemptRow, JobRow, VersionRow
 
 #: Key in ``Session.info`` set by a transaction that requeued or cancelled a pending job.
 PENDING_CHANGED = "onecluster.pending_changed"
@@ -58,8 +59,10 @@ def lock_jobs(session: Session, job_ids: Iterable[str]) -> dict[str, JobRow]:
 
 
 def event(session: Session, now: float, kind: str, message: str, job_id: str | None = None) -> None:
-    """Record an event in the current transaction."""
-    session.add(EventRow(time=now, kind=kind, job_id=job_id, message=message))
+    """Record an event in the current transaction; it is inserted when the transaction
+    commits, with an id above every event committed before it (see
+    :mod:`onecluster.store._events`)."""
+    record_events(session, [{"time": now, "kind": kind, "job_id": job_id, "message": message}])
 
 
 def current_run(session: Session, job: JobRow) -> list[AttemptRow]:
