@@ -1,5 +1,6 @@
-"""``onecluster links``, ``links check``, ``routes`` and ``events``: circuits as measured,
-the planning check against latency objectives, the route table and alerts."""
+"""``onecluster links``, ``links check`` and ``routes``: circuits as measured, the planning
+check against latency objectives and the route table (``events``, the alerts among others,
+is in :mod:`onecluster.cli._events`)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,12 @@ from pathlib import Path
 
 import typer
 from rich.live import Live
-from rich.markup import escape
 from rich.table import Table
 
+from onecluster.cli import _events
 from onecluster.cli._config import open_client
 from onecluster.cli._errors import CheckFailedError
-from onecluster.cli._render import format_age, format_time, out_console
+from onecluster.cli._render import format_age, out_console
 from onecluster.schema import LinkOut, PairCheckOut, RouteTableOut
 
 __all__ = ["register"]
@@ -37,7 +38,7 @@ def register(app: typer.Typer) -> None:
     links_app.command("check")(check)
     app.add_typer(links_app, name="links")
     app.command("routes")(routes)
-    app.command("events")(events)
+    _events.register(app)
 
 
 def _ms(value: float | None) -> str:
@@ -194,31 +195,3 @@ def routes(
         typer.echo(table.model_dump_json(indent=2))
         return
     out_console().print(routes_table(table))
-
-
-def events(
-    ctx: typer.Context,
-    kind: str | None = typer.Option(
-        None, "--kind", help="Only kinds starting with this, e.g. link."
-    ),
-    limit: int = typer.Option(50, "--limit", min=1, max=1000, help="How many (newest)."),
-    follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing new events."),
-) -> None:
-    """Events and alerts: circuits down and up, route changes, sites, preemptions …"""
-    console = out_console()
-    with open_client(ctx) as client:
-        found = client.events(kind=kind, limit=limit)
-        last = 0
-        while True:
-            for e in found:
-                colour = (
-                    "red" if e.kind.endswith("down") else "yellow" if "changed" in e.kind else ""
-                )
-                padded = f"{e.kind:<16}"
-                kind_text = f"[{colour}]{padded}[/]" if colour else padded
-                console.print(f"{format_time(e.time)}  {kind_text} {escape(e.message)}")
-                last = e.id
-            if not follow:
-                return
-            time.sleep(1.0)
-            found = client.events(kind=kind, after=last, limit=1000)
