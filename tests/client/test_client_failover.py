@@ -321,3 +321,13 @@ def test_real_sockets_a_post_to_a_silent_replica_is_not_resent_but_a_get_is(
     with Client([silent, live], "tok", timeout=0.3) as client:
         assert client.health() == {"status": "ok"}
     assert seen == ["GET /healthz"]
+
+
+def test_one_replica_that_took_a_post_and_went_silent_says_the_outcome_is_unknown() -> None:
+    replicas = Replicas(**{"a.test": "read-timeout"})
+    with replicas.client(A) as client, pytest.raises(UnavailableError) as raised:
+        client.submit(SUBMIT)
+    assert raised.value.message == (
+        f"POST /api/v1/jobs was sent to the onecluster server at {A}, which gave no answer "
+        "(no answer in time (timed out)); whether it was done is unknown"
+    )

@@ -120,7 +120,8 @@ class Client:
             except httpx.TransportError as exc:
                 if method != "GET" and not _never_sent(exc):
                     self._servers.failed(base)
-                    raise _outcome_unknown(method, path, base, exc, tries) from exc
+                    several = len(self._servers) > 1
+                    raise _outcome_unknown(method, path, base, exc, tries, several=several) from exc
                 tries.append((base, _reason(exc)))
                 self._servers.failed(base)
                 if len(self._servers) == 1:
@@ -370,13 +371,15 @@ def _outcome_unknown(
     base: str,
     exc: httpx.TransportError,
     tries: Sequence[tuple[str, str]],
+    *,
+    several: bool,
 ) -> UnavailableError:
     """The error for a request that was sent to ``base`` and may or may not have been done."""
+    elsewhere = ", so it was not sent to another server" if several else ""
     earlier = f"; before it: {describe_tries(tries)}" if tries else ""
     msg = (
         f"{method} {path} was sent to the onecluster server at {base}, which gave no answer "
-        f"({_reason(exc)}); whether it was done is unknown, so it was not sent to another "
-        f"server{earlier}"
+        f"({_reason(exc)}); whether it was done is unknown{elsewhere}{earlier}"
     )
     hint = "check whether it was done (e.g. `onecluster jobs`) before trying again"
     return UnavailableError(msg, hint=hint)
