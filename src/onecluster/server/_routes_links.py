@@ -53,7 +53,10 @@ def events(
     ] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> list[EventOut]:
-    """Events, oldest first: the newest ``limit``, or the first ``limit`` after ``after``."""
+    """Events, oldest first: the newest ``limit``, or the first ``limit`` after ``after``.
+
+    Gap-free: events are committed in id order, so asking again with the last id received
+    as ``after`` returns every event committed since, each once, in id order."""
     return [
         EventOut(id=e.id, time=e.time, kind=e.kind, job_id=e.job_id, message=e.message)
         for e in control.store.events(kind_prefix=kind, after=after, limit=limit)
