@@ -28,6 +28,7 @@ from onecluster.store._export_records import (
     NewExport,
 )
 from onecluster.store._exports import Exports
+from onecluster.store._fabrics import DrainRecord, FabricEpoch, FabricRecord, NewFabric
 from onecluster.store._lifecycle import AttemptFacts, Settlement, settle
 from onecluster.store._records import (
     AgentReport,
@@ -63,13 +64,17 @@ __all__ = [
     "DataWork",
     "DatasetLocality",
     "DatasetRecord",
+    "DrainRecord",
     "EventRecord",
     "ExportRecord",
     "Exports",
+    "FabricEpoch",
+    "FabricRecord",
     "GangMember",
     "LogChunk",
     "NewApproval",
     "NewExport",
+    "NewFabric",
     "PathSample",
     "PlacedPart",
     "PreemptOrder",

@@ -15,6 +15,7 @@ from onecluster.model import TERMINAL_STATES, AttemptRecord, JobRecord, JobSpec,
 from onecluster.store._convert import attempt_record, job_record, site_record
 from onecluster.store._data import DataStore
 from onecluster.store._engine import make_engine, migrate
+from onecluster.store._fabrics import Fabrics
 from onecluster.store._events import EventValues, record_events
 from onecluster.store._records import (
     Assignment,
@@ -41,7 +42,7 @@ from onecluster.store._transitions import settle_job as _settle
 __all__ = ["Store"]
 
 
-class Store(DataStore):
+class Store(DataStore, Fabrics):
     """Jobs, attempts, tokens, sites, logs and events in one SQL database, and the datasets,
     scans, transfers and replicas of :class:`DataStore`.
 

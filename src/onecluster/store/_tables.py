@@ -19,8 +19,11 @@ __all__ = [
     "AttemptRow",
     "Base",
     "DatasetRow",
+    "DrainRow",
     "EventRow",
     "ExportRow",
+    "FabricEpochRow",
+    "FabricRow",
     "JobRow",
     "LogRow",
     "ReplicaRow",
@@ -362,3 +365,43 @@ class TransferRow(Base):
     created_at: Mapped[float] = mapped_column(index=True)
     started_at: Mapped[float | None] = mapped_column(default=None)
     finished_at: Mapped[float | None] = mapped_column(default=None)
+
+
+class FabricRow(Base):
+    """One version of the fabric in force: its YAML as applied, who applied it and when.
+    The newest version is in force; versions are never changed or deleted."""
+
+    __tablename__ = "fabrics"
+
+    version: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
+    name: Mapped[str] = mapped_column(String(64))
+    text: Mapped[str] = mapped_column(Text)
+    applied_at: Mapped[float]
+    applied_by: Mapped[str] = mapped_column(String(256))
+    #: What changed against the version before, one line per change (empty for version 1).
+    summary: Mapped[str] = mapped_column(Text)
+
+
+class DrainRow(Base):
+    """A site or pool that takes no new work; its running work finishes.  ``gpu_type`` is
+    ``""`` for the whole site (every pool it has or will have)."""
+
+    __tablename__ = "drains"
+
+    site: Mapped[str] = mapped_column(String(64), primary_key=True)
+    gpu_type: Mapped[str] = mapped_column(String(64), primary_key=True)
+    since: Mapped[float]
+    by: Mapped[str] = mapped_column(String(256))
+    reason: Mapped[str | None] = mapped_column(Text, default=None)
+
+
+class FabricEpochRow(Base):
+    """One row (id 1): the fabric version in force and an epoch that grows with every
+    change of the fabric or of its drains, so that every replica sees a change by reading
+    one row; applying a fabric locks it, so applies run one at a time."""
+
+    __tablename__ = "fabric_epoch"
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
+    version: Mapped[int]
+    epoch: Mapped[int] = mapped_column(BigInteger)
