@@ -50,7 +50,8 @@ Verdict = Literal[
 #: beyond it elsewhere (``borrowed``: idle GPUs only, pre-emptible); ``open`` where the policy
 #: has no quotas.
 Terms = Literal["quota", "home", "borrowed", "open"]
-#: ``closed``: up, but its cluster takes no new work; ``down``: nothing runs there.
+#: ``closed``: up, but takes no new work (its cluster is degraded, or an operator drained
+#: it); ``down``: nothing runs there.
 PoolStatus = Literal["up", "closed", "down"]
 
 #: How many teams ahead an explanation names.
@@ -381,7 +382,7 @@ def _pools(
             "down"
             if p.site in view.down_sites
             else "closed"
-            if p.site in view.closed_sites
+            if p.site in view.closed_sites or p.key in view.closed_pools
             else "up"
         )
         count = min(p.count, view.capacity.get(p.key, p.count))

@@ -66,7 +66,9 @@ class PassState:
         self.view = view
         self.now = now
         shut = view.down_sites | view.closed_sites
-        self.pools = tuple(p for p in pools if p.site not in shut)
+        self.pools = tuple(
+            p for p in pools if p.site not in shut and p.key not in view.closed_pools
+        )
         self.count = {p.key: min(p.count, view.capacity.get(p.key, p.count)) for p in self.pools}
         self.free = {
             p.key: max(self.count[p.key] - ledger.used.get(p.key, 0), 0) for p in self.pools

@@ -102,7 +102,7 @@ def pass_state(
         pools=scheduler._pools,
         guarantees=scheduler.guarantees,
         ledger=ledger,
-        view=view,
+        view=scheduler.with_drains(view),
         now=now,
     )
 

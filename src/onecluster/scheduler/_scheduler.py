@@ -5,6 +5,7 @@ from __future__ import annotations
 import heapq
 from collections import defaultdict
 from collections.abc import Collection
+from dataclasses import replace
 
 from onecluster.model import Fabric, JobSpec
 from onecluster.scheduler._admission import admit
@@ -31,11 +32,22 @@ class Scheduler:
     pre-emptible lower-priority work; other blocked jobs
     reserve their place and smaller or shorter jobs backfill around them.  ``fifo`` serves
     strictly in submit order and stops at the first job that does not fit.
+
+    ``drained``: pools (site, GPU type) an operator drained: every pass sees them closed
+    (:attr:`ClusterView.closed_pools`), so their running work finishes and nothing new goes
+    there.  They come with the fabric in force, so one swap of the scheduler changes both.
     """
 
-    def __init__(self, fabric: Fabric, config: PolicyConfig | None = None) -> None:
+    def __init__(
+        self,
+        fabric: Fabric,
+        config: PolicyConfig | None = None,
+        *,
+        drained: frozenset[tuple[str, str]] = frozenset(),
+    ) -> None:
         self.fabric = fabric
         self.config = config or PolicyConfig()
+        self.drained = drained
         self.guarantees = guarantees(fabric)
         self._pools = tuple(
             PoolInfo(
@@ -55,8 +67,15 @@ class Scheduler:
         ``datasets``: names registered beyond the fabric's (``onecluster dataset add``)."""
         admit(self.fabric, spec, home_only=self.config.home_only, datasets=datasets)
 
+    def with_drains(self, view: ClusterView) -> ClusterView:
+        """``view`` with the drained pools closed too."""
+        if not self.drained or self.drained <= view.closed_pools:
+            return view
+        return replace(view, closed_pools=view.closed_pools | self.drained)
+
     def plan(self, view: ClusterView, queue: PendingQueue, now: float) -> Plan:
         """Decide starts and preemptions for this moment."""
+        view = self.with_drains(view)
         running = view.running
         ledger = running if isinstance(running, AllocationLedger) else AllocationLedger.of(running)
         state = PassState(

@@ -65,14 +65,17 @@ class ClusterView:
     ``capacity`` maps a pool (site, GPU type) to the GPUs its site reports it really has when
     that is fewer than the fabric declares (GPUs out of service, a smaller test cluster).
     ``closed_sites`` are up but take no new work (their cluster manager is degraded): their
-    running work stays, their circuits still carry traffic.  ``usage`` maps a team to its
-    decayed GPU-seconds at the pass's ``now`` (:mod:`onecluster.scheduler._usage`); a team
-    missing from it used nothing lately.
+    running work stays, their circuits still carry traffic.  ``closed_pools`` (site, GPU
+    type) likewise, one pool at a time: drained by an operator (``onecluster drain``), their
+    running work finishes and nothing new is placed or reclaimed there.  ``usage`` maps a
+    team to its decayed GPU-seconds at the pass's ``now``
+    (:mod:`onecluster.scheduler._usage`); a team missing from it used nothing lately.
     """
 
     running: Iterable[Allocation] = ()
     down_sites: frozenset[str] = frozenset()
     closed_sites: frozenset[str] = frozenset()
+    closed_pools: frozenset[tuple[str, str]] = frozenset()
     replicas: Mapping[str, frozenset[str]] = field(default_factory=lambda: MappingProxyType({}))
     circuit_load: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     capacity: Mapping[tuple[str, str], int] = field(default_factory=lambda: MappingProxyType({}))
