@@ -120,6 +120,18 @@ class LinkBoard:
                     self._said[(link.circuit, site)] = _Said(link, now)
             return self._states.report(site, agent_id, reports, clock_s=clock_s, now=now)
 
+    def refit(self, fabric: Fabric, now: float) -> list[LinkAlert]:
+        """Take a new fabric in force (:meth:`LinkStates.refit`): circuits that still join
+        the same sites keep their state and flap damping; the latest reports and addresses of
+        circuits and sites that are gone are forgotten.  The alerts it caused (also in the
+        outbox)."""
+        circuits = {c.name for c in fabric.circuits}
+        with self._lock:
+            self._fabric = fabric
+            self._said = {k: v for k, v in self._said.items() if k[0] in circuits}
+            self._addresses = {s: a for s, a in self._addresses.items() if fabric.has_site(s)}
+            return self._states.refit(fabric, now)
+
     def refresh(self, now: float) -> list[LinkAlert]:
         """Re-judge every circuit at ``now`` (ends go stale); the alerts that caused (also
         in the outbox)."""

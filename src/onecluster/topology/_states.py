@@ -8,6 +8,10 @@ ones are assumed up (no evidence against them, and a control plane that lost its
 not blackhole the data plane).  Routing uses the fabric's RTTs, not measured ones, so
 measurement noise between two near-equal paths cannot make routes flap.  Alerts wait in the
 :attr:`LinkStates.outbox` in the order they happened.
+
+A new fabric (:meth:`LinkStates.refit`) keeps every circuit that still joins the same two
+sites as it was — its state, both ends' probe history and flap damping — under its new
+figures; only circuits added (or moved to other sites) start afresh.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from onecluster.model import Fabric
+from onecluster.model import Circuit, Fabric
 from onecluster.topology._alerts import LinkAlert, Outbox, route_alerts
 from onecluster.topology._ends import LinkEnds, Probe
 from onecluster.topology._link_state import Hysteresis
@@ -51,10 +55,10 @@ class LinkStates:
         offset_window_s: float = 60.0,
     ) -> None:
         self.fabric = fabric
-        self.circuits: Mapping[str, LinkEnds] = {
-            c.name: LinkEnds(c, hysteresis=hysteresis, stale_s=stale_s, lag_s=lag_s)
-            for c in fabric.circuits
-        }
+        self._hysteresis = hysteresis
+        self._stale_s = stale_s
+        self._lag_s = lag_s
+        self.circuits: Mapping[str, LinkEnds] = {c.name: self._ends(c) for c in fabric.circuits}
         self.outbox = Outbox()
         self.table: RouteTable = route_table(fabric)
         self.version = 1
@@ -125,6 +129,46 @@ class LinkStates:
         alerts = self._settle(now)
         self.outbox.add(alerts)
         return alerts
+
+    def refit(self, fabric: Fabric, now: float) -> list[LinkAlert]:
+        """Take ``fabric`` as the fabric in force; the alerts that caused (also in the outbox).
+
+        A circuit that still joins the same two sites keeps its :class:`LinkEnds` — state,
+        both ends' trackers, flap penalty — with its new figures (capacity, RTT, risk group);
+        one added, or moved to other sites, starts ``unknown``; one removed is forgotten.  The
+        route table is recomputed with the circuits down now: where the paths changed its
+        version moves, with a ``route_changed`` alert for each pair of sites in both fabrics
+        whose primary path changed.
+        """
+        kept: dict[str, LinkEnds] = {}
+        for c in fabric.circuits:
+            ends = self.circuits.get(c.name)
+            if ends is not None and {ends.circuit.a, ends.circuit.b} == {c.a, c.b}:
+                ends.circuit = c
+                kept[c.name] = ends
+            else:
+                kept[c.name] = self._ends(c)
+        self.circuits = kept
+        self.fabric = fabric
+        before = self.table
+        down = frozenset(name for name, ends in kept.items() if ends.state == "down")
+        table = route_table(fabric, down=down)
+        alerts: list[LinkAlert] = []
+        if not table.same_paths(before):
+            # Pairs of sites new in this fabric have no route before: compare only the others.
+            common = {k: before.routes[k] for k in table.routes if k in before.routes}
+            padded = RouteTable(down=before.down, routes={**table.routes, **common})
+            alerts = route_alerts(fabric, padded, table)
+            self.version += 1
+            self.changed_at = now
+        self.table = table
+        self.outbox.add(alerts)
+        return alerts
+
+    def _ends(self, circuit: Circuit) -> LinkEnds:
+        return LinkEnds(
+            circuit, hysteresis=self._hysteresis, stale_s=self._stale_s, lag_s=self._lag_s
+        )
 
     @property
     def down(self) -> frozenset[str]:
