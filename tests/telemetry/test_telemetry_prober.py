@@ -212,3 +212,73 @@ def test_a_path_that_gets_longer_costs_a_probe_not_an_outage() -> None:
     finally:
         a.close()
         far.close()
+
+
+def test_faster_probes_report_one_outcome_per_report_interval() -> None:
+    a = Prober({"c1": "127.0.0.1"}, port=0, interval_s=0.01, report_interval_s=0.05)
+    b = Prober({"c1": "127.0.0.2"}, port=0, interval_s=0.01)
+    try:
+        a.set_peers({"c1": peer(b, "c1", "b")})
+        a.start()
+        b.start()
+        wait_until(lambda: len(a.pending()["c1"]) >= 6)
+        seqs = [o.seq for o in a.pending()["c1"]]
+        assert seqs == list(range(0, 5 * len(seqs), 5))  # one probe in five, by sequence
+        assert a.snapshot()[0].sent >= seqs[-1]  # the window has every probe
+    finally:
+        a.close()
+        b.close()
+    with pytest.raises(ValidationError, match="reported every"):
+        Prober({"c1": "127.0.0.1"}, port=0, interval_s=0.1, report_interval_s=0.05)
+
+
+def test_liveness_hands_out_each_reply_once_with_the_silence_proven_before_it() -> None:
+    a = Prober({"c1": "127.0.0.1", "c2": "127.0.0.1"}, port=0, interval_s=0.01)
+    b = Prober({"c1": "127.0.0.2"}, port=0, interval_s=0.01)
+    try:
+        a.set_peers({"c1": peer(b, "c1", "b")})  # c2's far end is not known: not probed
+        a.start()
+        b.start()
+        heard: list[float] = []
+        until = float("-inf")
+
+        def read() -> None:
+            nonlocal until
+            live = a.liveness(wait_s=0.1)
+            assert live.probing == {"c1"} and live.heard["c2"] == ()
+            assert live.until >= until  # it never goes back
+            until = live.until
+            heard.extend(h.at for h in live.heard["c1"])
+
+        wait_until(lambda: read() or len(heard) >= 20)
+        assert heard == sorted(heard) and len(set(heard)) == len(heard)
+        assert until >= heard[0]
+        b.close()  # the far end dies
+        last = heard[-1]
+        wait_until(lambda: read() or until - heard[-1] >= 0.3)
+        assert heard[-1] - last < 0.1  # no reply since: silent from the last one to ``until``
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_reply_after_a_silence_says_how_long_the_silence_was_proven() -> None:
+    far = SlowReflector()
+    a = Prober({"c1": "127.0.0.1"}, port=0, interval_s=0.01)
+    try:
+        a.set_peers({"c1": PeerEndpoint("b", "127.0.0.3", far.sock.getsockname()[1])})
+        a.start()
+        wait_until(lambda: a.snapshot()[0].received >= 10)
+        a.liveness()
+        far.delay = 0.4  # the replies stop for 0.4 s, then come again (later)
+        quiet: list[float] = []
+        wait_until(
+            lambda: (
+                quiet.extend(h.quiet_s for h in a.liveness().heard["c1"])
+                or bool(quiet and max(quiet) > 0.2)
+            )
+        )
+        assert 0.2 < max(quiet) < 0.6
+    finally:
+        a.close()
+        far.close()

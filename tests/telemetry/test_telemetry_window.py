@@ -1,4 +1,6 @@
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from onecluster.telemetry import RTT_BUCKETS_S, Outcome, ProbeWindow
 
@@ -68,3 +70,27 @@ def test_a_window_with_no_reply_has_no_rtt() -> None:
     f = w.figures()
     assert f.rtt_min_s is None and f.pdv_p99_s is None
     assert f.loss == 1.0
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.floats(min_value=0.0, max_value=3.0),  # time since the previous probe
+            st.one_of(st.none(), st.floats(min_value=0.0001, max_value=1.0)),
+        ),
+        max_size=300,
+    )
+)
+def test_the_kept_rtt_floor_is_always_the_windows_minimum(
+    probes: list[tuple[float, float | None]],
+) -> None:
+    w = ProbeWindow(window_s=10.0)
+    sent = 0.0
+    kept: list[Outcome] = []
+    for seq, (gap, rtt) in enumerate(probes):
+        sent += gap
+        o = Outcome(seq=seq, sent_at=sent, rtt_s=rtt)
+        w.add(o)
+        kept = [k for k in [*kept, o] if k.sent_at >= sent - 10.0]
+        rtts = [k.rtt_s for k in kept if k.rtt_s is not None]
+        assert w.rtt_floor() == (min(rtts) if rtts else None)

@@ -3,13 +3,11 @@
 :class:`SiteLinks` owns the site's prober (and its ``/metrics`` endpoint, if any).  Each sync
 carries, per circuit, the window figures and the probe outcomes not yet acknowledged; the
 outcomes are acknowledged only once the server has answered, so a failed sync loses none.
-From each reply it learns the peers' probe endpoints and the site's route table; with a
-:class:`~onecluster.network.RouteSink` it programs one host route per peer site's service
-address — via the peer's address on the route's next circuit — whenever the computed routes
-differ from those last applied, and again every ``reapply_s`` (a device that came back
-empties its routes).  A destination whose address or next hop's address is not known just
-then keeps the route it had over the same circuit.  A route that cannot be applied is logged
-and retried; it never stops the sync loop.
+From each reply it learns the peers' probe endpoints and the site's route table.  With a
+:class:`~onecluster.network.RouteSink` it programs the site's routes from that table
+(:class:`~onecluster.agent._routing.SiteRoutes`) and runs the fast reroute
+(:class:`~onecluster.agent._reroute.FastReroute`): a thread of its own that moves the routes
+off a circuit its probes find silent, before — or without — the server.
 """
 
 from __future__ import annotations
@@ -18,8 +16,10 @@ import logging
 import time
 from collections.abc import Callable
 
-from onecluster.errors import PlatformError
-from onecluster.network import KernelRoute, RouteSink
+from onecluster.agent._reroute import FastReroute
+from onecluster.agent._routing import RouteStats, SiteRoutes
+from onecluster.model import Fabric
+from onecluster.network import RouteSink
 from onecluster.schema import AgentSyncReply, LinkReport, ProbeSample
 from onecluster.telemetry import MetricsServer, PeerEndpoint, Prober
 
@@ -33,7 +33,14 @@ def _ms(seconds: float | None) -> float | None:
 
 
 class SiteLinks:
-    """Probes, metrics and routes of one site (see the module docstring)."""
+    """Probes, metrics and routes of one site (see the module docstring).
+
+    ``fabric`` lets the fast reroute pick a loop-free detour of its own (else it takes the
+    table's backup); ``silence_s`` is how long a circuit goes without a reply before it is
+    routed around (default: :data:`~onecluster.agent._reroute.SILENT_AFTER_PROBES` probe
+    intervals).  :meth:`start` starts the probes and the fast reroute; until then routes
+    follow the tables handed to :meth:`delivered` only.
+    """
 
     def __init__(
         self,
@@ -44,20 +51,35 @@ class SiteLinks:
         metrics: MetricsServer | None = None,
         reapply_s: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
+        fabric: Fabric | None = None,
+        silence_s: float | None = None,
     ) -> None:
         self.prober = prober
         self.service_address = service_address
-        self._routes = routes
         self._metrics = metrics
-        self._reapply_s = reapply_s
-        self._clock = clock
-        self._applied: list[KernelRoute] | None = None
-        self._applied_at = float("-inf")
-        self._route_version: int | None = None
         self._in_flight: dict[str, int] = {}
         self._refusals: set[str] = set()
-        # per destination site: the next circuit and the route last wanted for it
-        self._last: dict[str, tuple[str | None, KernelRoute]] = {}
+        self.routes: SiteRoutes | None = None
+        self.reroute: FastReroute | None = None
+        if routes is not None:
+            self.routes = SiteRoutes(
+                routes,
+                service_address=service_address,
+                fabric=fabric,
+                reapply_s=reapply_s,
+                clock=clock,
+            )
+            self.reroute = FastReroute(prober, self.routes, silence_s=silence_s)
+
+    def start(self) -> None:
+        """Start probing and, when routes are programmed, the fast reroute."""
+        self.prober.start()
+        if self.reroute is not None:
+            self.reroute.start()
+
+    def route_statistics(self) -> RouteStats | None:
+        """The routes' snapshot (``None`` when this site programs none)."""
+        return None if self.routes is None else self.routes.statistics()
 
     def clock(self) -> float:
         """The prober's clock now (the sync's ``probe_clock_s``)."""
@@ -107,52 +129,17 @@ class SiteLinks:
             host, _, port = p.endpoint.rpartition(":")
             peers[p.circuit] = PeerEndpoint(site=p.site, host=host, port=int(port))
         self.prober.set_peers(peers)
-        if reply.routes is None or self._routes is None:
-            return
-        wanted = []
-        for r in reply.routes.routes:
-            known = self._last.get(r.dst)
-            if r.next_circuit is None and r.dst_address is not None:
-                route = KernelRoute(dst=r.dst_address, via=None)
-            elif (
-                r.next_circuit is not None and r.dst_address is not None and r.next_circuit in peers
-            ):
-                route = KernelRoute(
-                    dst=r.dst_address, via=peers[r.next_circuit].host, src=self.service_address
-                )
-            elif known is not None and known[0] == r.next_circuit:
-                # The destination's address or the next hop's is not known just now (a server
-                # that restarted, an agent that has not announced yet): keep the route there
-                # was over the same circuit rather than none.
-                route = known[1]
-            else:
-                continue
-            self._last[r.dst] = (r.next_circuit, route)
-            wanted.append(route)
-        now = self._clock()
-        if wanted == self._applied and now - self._applied_at < self._reapply_s:
-            return
-        try:
-            self._routes.apply(wanted)
-        except PlatformError as exc:
-            _log.warning("cannot program the routes (retrying on the next sync): %s", exc.message)
-            self._applied = None
-            return
-        if wanted != self._applied or reply.routes.version != self._route_version:
-            _log.info(
-                "routes (table version %d): %s",
-                reply.routes.version,
-                "; ".join(f"{r.dst}→{r.next_site or 'unreachable'}" for r in reply.routes.routes),
-            )
-        self._applied, self._applied_at = wanted, now
-        self._route_version = reply.routes.version
+        if reply.routes is not None and self.routes is not None:
+            self.routes.follow(reply.routes, {c: p.host for c, p in peers.items()})
 
     def attention(self) -> bool:
         """Whether a circuit just fell silent or recovered (sync early)."""
         return self.prober.attention()
 
     def close(self) -> None:
-        """Stop the metrics endpoint and the probes."""
+        """Stop the fast reroute, the metrics endpoint and the probes (routes stay)."""
+        if self.reroute is not None:
+            self.reroute.close()
         if self._metrics is not None:
             self._metrics.close()
         self.prober.close()

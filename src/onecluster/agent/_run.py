@@ -16,9 +16,11 @@ from onecluster.agent._agent import Agent
 from onecluster.agent._config import AgentConfig
 from onecluster.agent._data import SiteData
 from onecluster.agent._links import SiteLinks
+from onecluster.agent._reroute import fast_probe_interval
 from onecluster.agent._workdir import WorkDirLock
 from onecluster.backends import ClusterBackend, LocalBackend, SlurmBackend
 from onecluster.errors import PlatformError, ValidationError
+from onecluster.fabric import load_fabric
 from onecluster.network import KernelRoutes
 from onecluster.process import Child
 from onecluster.telemetry import MetricsServer, Prober
@@ -103,7 +105,7 @@ def _run_locked(
         watched_dir=work_dir if watchdog is not None else None,
     )
     if links is not None:
-        links.prober.start()
+        links.start()
     try:
         with _stopped_by_signals(stop):
             agent.run(stop)
@@ -161,10 +163,20 @@ def _backend(config: AgentConfig, pools: dict[str, int], work_dir: Path) -> Clus
 
 
 def _site_links(config: AgentConfig) -> SiteLinks | None:
-    """The probes, metrics and routes the config asks for (``None``: no circuits to probe)."""
+    """The probes, metrics and routes the config asks for (``None``: no circuits to probe).
+
+    An agent that programs routes probes 50 times a second for its fast reroute and reports
+    one probe per ``probe_interval_s`` to the server, as any other agent does."""
     if not config.links:
         return None
-    prober = Prober(config.links, port=config.probe_port, interval_s=config.probe_interval_s)
+    fabric = load_fabric(config.fabric_path) if config.fabric_path is not None else None
+    interval = config.probe_interval_s
+    prober = Prober(
+        config.links,
+        port=config.probe_port,
+        interval_s=fast_probe_interval(interval) if config.apply_routes else interval,
+        report_interval_s=interval,
+    )
     metrics = None
     try:
         if config.metrics_address is not None:
@@ -179,6 +191,7 @@ def _site_links(config: AgentConfig) -> SiteLinks | None:
         service_address=config.service_address,
         routes=KernelRoutes() if config.apply_routes else None,
         metrics=metrics,
+        fabric=fabric,
     )
 
 

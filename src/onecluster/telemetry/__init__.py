@@ -5,6 +5,8 @@ from onecluster.telemetry._exporter import MetricsServer, ProbeCollector
 from onecluster.telemetry._prober import (
     DEFAULT_PROBE_PORT,
     CircuitSnapshot,
+    Heard,
+    Liveness,
     PeerEndpoint,
     Prober,
 )
@@ -16,7 +18,9 @@ __all__ = [
     "PACKET_SIZE",
     "RTT_BUCKETS_S",
     "CircuitSnapshot",
+    "Heard",
     "LinkFigures",
+    "Liveness",
     "MetricsServer",
     "Outcome",
     "Packet",

@@ -13,9 +13,18 @@ longer costs the probes in flight when it changed, not a false outage.  Outcomes
 sequence order — a lost probe holds back those sent after it until its timeout — so the
 server receives one ordered stream per circuit (:meth:`Prober.pending`).
 
+Two readers.  The server gets the outcomes (:meth:`Prober.pending`): every probe's, or — with
+``report_interval_s`` longer than the probe interval — one probe's in every
+``report_interval_s``, picked by sequence number, so that probing faster for the site's own
+use does not multiply what the server receives and judges.  The site's fast reroute gets
+every reply as it is read (:meth:`Prober.liveness`), with how long the circuit was *proven*
+silent before it: a turn that read nothing from a circuit proves that no reply reached its
+socket before the turn began, however late the thread ran, so a stalled prober thread is
+never mistaken for a silent circuit.
+
 Failures never stop the probes: a send that fails (no route, device gone) is a lost probe; a
 packet that is not a probe is counted and ignored; a reply that comes after its timeout is
-counted as late and stays lost.
+counted as late and stays lost (for the liveness reader it still proves the circuit works).
 """
 
 from __future__ import annotations
@@ -34,7 +43,7 @@ from onecluster.errors import BackendError, ValidationError
 from onecluster.telemetry._window import LinkFigures, Outcome, ProbeWindow
 from onecluster.telemetry._wire import Packet, decode, encode
 
-__all__ = ["DEFAULT_PROBE_PORT", "CircuitSnapshot", "PeerEndpoint", "Prober"]
+__all__ = ["DEFAULT_PROBE_PORT", "CircuitSnapshot", "Heard", "Liveness", "PeerEndpoint", "Prober"]
 
 #: The UDP port of every site's probe sockets unless configured otherwise: in IANA's
 #: dynamic/private range (no assignment to collide with, unlike e.g. 4791, RoCEv2's) and
@@ -43,7 +52,8 @@ DEFAULT_PROBE_PORT = 61862
 
 _log = logging.getLogger("onecluster.probes")
 
-#: Outcomes kept for the server while it cannot be reached (≈ a minute at 10 probes/s).
+#: Outcomes kept for the server while it cannot be reached (≈ a minute at 10 reported
+#: probes/s).
 _MAX_PENDING = 600
 #: A circuit this many losses in a row into silence wants an early report.
 _ATTENTION_LOSSES = 3
@@ -51,6 +61,8 @@ _ATTENTION_LOSSES = 3
 _ATTENTION_SILENCE_S = 5.0
 #: ... and so does one that answered again within this many seconds.
 _ATTENTION_RECOVERY_S = 2.0
+#: Replies kept per circuit for the liveness reader (bounded when nobody reads them).
+_MAX_HEARD = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +72,31 @@ class PeerEndpoint:
     site: str
     host: str
     port: int
+
+
+@dataclass(frozen=True, slots=True)
+class Heard:
+    """One reply, read at ``at`` (the prober's clock); before it the circuit had been proven
+    silent for ``quiet_s`` (0 when a reply came in the turn before)."""
+
+    at: float
+    quiet_s: float
+    rtt_s: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Liveness:
+    """The replies read since the last :meth:`Prober.liveness`, per circuit, oldest first.
+
+    ``until``: every reply that reached a socket before this instant is in ``heard`` or was in
+    an earlier reading — so a circuit whose newest reply is older than ``until`` was silent
+    from that reply to ``until``.  ``probing``: the circuits being probed (their far end is
+    known); silence of any other means nothing.
+    """
+
+    until: float
+    heard: Mapping[str, tuple[Heard, ...]]
+    probing: frozenset[str]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -101,6 +138,8 @@ class _Circuit:
         self.expired: dict[int, float] = {}  # seq → send time of probes declared lost
         self.late_rtt: float | None = None
         self.late_at = float("-inf")
+        self.heard: deque[Heard] = deque(maxlen=_MAX_HEARD)
+        self.last_heard: float | None = None  # when the newest reply was read
 
     def timeout_s(self, now: float) -> float:
         floor = self.window.rtt_floor()
@@ -116,7 +155,8 @@ class _Circuit:
 
 class Prober:
     """Probes each circuit in ``local`` (circuit → this site's address on it) every
-    ``interval_s`` seconds once its peer is known (:meth:`set_peers`).
+    ``interval_s`` seconds once its peer is known (:meth:`set_peers`).  The server is given
+    one outcome per ``report_interval_s`` (default: every outcome; see the module docstring).
 
     Sockets are bound at construction, so a bad address fails at once with
     :class:`BackendError`.  ``port`` is fixed by default (:data:`DEFAULT_PROBE_PORT`), so a
@@ -131,6 +171,7 @@ class Prober:
         *,
         port: int = DEFAULT_PROBE_PORT,
         interval_s: float = 0.1,
+        report_interval_s: float | None = None,
         window_s: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
         wall_ns: Callable[[], int] = time.time_ns,
@@ -138,10 +179,24 @@ class Prober:
         if not 0.001 <= interval_s <= 10:
             msg = f"the probe interval must be between 1 ms and 10 s (got {interval_s} s)"
             raise ValidationError(msg)
+        report = interval_s if report_interval_s is None else report_interval_s
+        if not interval_s <= report <= 10:
+            msg = (
+                f"probes are reported every {report} s, which must be between the probe "
+                f"interval ({interval_s} s) and 10 s"
+            )
+            raise ValidationError(msg)
         self._clock = clock
         self._wall_ns = wall_ns
         self._interval = interval_s
+        #: one outcome in this many is kept for the server
+        self._report_every = max(round(report / interval_s), 1)
         self._lock = threading.Lock()
+        self._turned = threading.Condition(self._lock)
+        self._turns = 0
+        # when the select of the latest finished turn began: every reply that reached a
+        # socket before then has been read
+        self._covered: float | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._selector = selectors.DefaultSelector()
@@ -230,6 +285,27 @@ class Prober:
                     return True
         return False
 
+    @property
+    def interval_s(self) -> float:
+        """Seconds between two probes of a circuit."""
+        return self._interval
+
+    def liveness(self, *, wait_s: float = 0.0) -> Liveness:
+        """The replies read since the last call, per circuit (see :class:`Liveness`); waits up
+        to ``wait_s`` for the probe thread to finish a turn first.  For one reader: a reply
+        is handed out once."""
+        with self._turned:
+            if wait_s > 0:
+                seen = self._turns
+                self._turned.wait_for(lambda: self._turns != seen, timeout=wait_s)
+            heard = {}
+            for name, c in self._circuits.items():
+                heard[name] = tuple(c.heard)
+                c.heard.clear()
+            until = self._covered if self._covered is not None else float("-inf")
+            probing = frozenset(name for name, c in self._circuits.items() if c.peer is not None)
+        return Liveness(until=until, heard=heard, probing=probing)
+
     # -- the thread -------------------------------------------------------------------------
 
     def start(self) -> None:
@@ -269,12 +345,16 @@ class Prober:
                     wake = min(wake, c.next_send)
                 if c.inflight:
                     wake = min(wake, c.sent_at[c.inflight[0]] + c.timeout_s(now))
-        for key, _ in self._selector.select(max(wake - self._clock(), 0.0)):
+        polled = self._clock()
+        for key, _ in self._selector.select(max(wake - polled, 0.0)):
             self._receive(key.fileobj, str(key.data))  # type: ignore[arg-type]
         now = self._clock()
         with self._lock:
             for c in self._circuits.values():
                 self._expire(c, now)
+            self._covered = polled
+            self._turns += 1
+            self._turned.notify_all()
 
     def _send(self, c: _Circuit, now: float) -> None:
         assert c.peer is not None
@@ -312,17 +392,29 @@ class Prober:
         if packet.seq in c.expired:  # after its timeout: it stays lost, but says how late
             c.late += 1
             c.late_rtt, c.late_at = now - c.expired.pop(packet.seq), now
+            self._heard(c, now, c.late_rtt)
             return
         sent = c.sent_at.get(packet.seq)
         if sent is None or packet.seq in c.rtts:
             c.late += 1  # a duplicate, or a reply to a probe long forgotten
             return
         c.rtts[packet.seq] = now - sent
+        self._heard(c, now, now - sent)
         c.window.transit(packet.sent_ns, packet.reflected_ns)
         if c.window.consecutive_losses() >= _ATTENTION_LOSSES:
             c.recovered_at = now  # it answers again after a silence
         c.last_reply = now
         self._finish(c)
+
+    def _heard(self, c: _Circuit, now: float, rtt_s: float) -> None:
+        """Note a reply for the liveness reader.  The circuit was proven silent from the
+        reply before it until the previous turn's select began (``_covered``: had a reply
+        reached the socket before that, the previous turn would have read it)."""
+        quiet = 0.0
+        if c.last_heard is not None and self._covered is not None:
+            quiet = max(self._covered - c.last_heard, 0.0)
+        c.heard.append(Heard(at=now, quiet_s=quiet, rtt_s=rtt_s))
+        c.last_heard = now
 
     def _expire(self, c: _Circuit, now: float) -> None:
         timeout = c.timeout_s(now)
@@ -340,4 +432,5 @@ class Prober:
             seq = c.inflight.popleft()
             outcome = Outcome(seq=seq, sent_at=c.sent_at.pop(seq), rtt_s=c.rtts.pop(seq))
             c.window.add(outcome)
-            c.pending.append(outcome)
+            if seq % self._report_every == 0:
+                c.pending.append(outcome)

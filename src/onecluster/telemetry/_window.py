@@ -60,6 +60,10 @@ class ProbeWindow:
         self.bucket_counts = [0] * len(RTT_BUCKETS_S)  # per bucket, not cumulative
         self._jitter_s: float | None = None
         self._last_transit_ns: int | None = None
+        # the window's minimum RTT, kept as outcomes come and go (the prober asks for it on
+        # every turn: at 50 probes a second a scan of the window each time adds up)
+        self._floor: float | None = None
+        self._floor_stale = False
 
     def add(self, outcome: Outcome) -> None:
         """Record a finished probe (outcomes arrive in sequence order)."""
@@ -70,6 +74,8 @@ class ProbeWindow:
         else:
             self.received += 1
             self.rtt_sum_s += outcome.rtt_s
+            if not self._floor_stale and (self._floor is None or outcome.rtt_s < self._floor):
+                self._floor = outcome.rtt_s
             index = bisect.bisect_left(RTT_BUCKETS_S, outcome.rtt_s)
             if index < len(self.bucket_counts):
                 self.bucket_counts[index] += 1
@@ -87,7 +93,9 @@ class ProbeWindow:
 
     def _trim(self, now: float) -> None:
         while self._outcomes and self._outcomes[0].sent_at < now - self.window_s:
-            self._outcomes.popleft()
+            gone = self._outcomes.popleft()
+            if gone.rtt_s is not None and gone.rtt_s == self._floor:
+                self._floor_stale = True
 
     def consecutive_losses(self) -> int:
         """How many of the newest outcomes in a row were lost."""
@@ -100,8 +108,13 @@ class ProbeWindow:
 
     def rtt_floor(self) -> float | None:
         """The window's minimum RTT (what the probe timeout follows; cheaper than
-        :meth:`figures`, which sorts)."""
-        return min((o.rtt_s for o in self._outcomes if o.rtt_s is not None), default=None)
+        :meth:`figures`, which sorts: kept up to date, recomputed only when the minimum
+        left the window)."""
+        if self._floor_stale:
+            rtts = (o.rtt_s for o in self._outcomes if o.rtt_s is not None)
+            self._floor = min(rtts, default=None)
+            self._floor_stale = False
+        return self._floor
 
     def figures(self) -> LinkFigures:
         """Loss, RTT and PDV percentiles over the window, and the running jitter."""

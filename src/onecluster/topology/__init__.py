@@ -1,7 +1,8 @@
 """Routing between sites (pure): primary and shared-risk-disjoint backup paths over the
 circuits, the route table every site follows, circuit state from both ends' probes with
-hysteresis and flap damping, the agents' clock offsets, the alerts' outbox, and the planning
-check of latency objectives against both routes."""
+hysteresis and flap damping, the agents' clock offsets, the alerts' outbox, the planning
+check of latency objectives against both routes, and a site's own fast reroute around circuits
+its probes find silent."""
 
 from onecluster.topology._alerts import AlertKind, LinkAlert, Outbox, route_alerts
 from onecluster.topology._ends import LinkEnds, Probe
@@ -14,6 +15,8 @@ from onecluster.topology._objectives import (
 )
 from onecluster.topology._offsets import ClockOffsets
 from onecluster.topology._paths import MAX_HOPS, Path, Route, paths_between, route
+from onecluster.topology._reroute import LocalHop, TableRoute, local_hops
+from onecluster.topology._silence import SilenceWatch, SilenceWatchStats
 from onecluster.topology._states import EndReport, LinkStates
 from onecluster.topology._table import NextHop, RouteTable, route_table
 
@@ -28,6 +31,7 @@ __all__ = [
     "LinkEvent",
     "LinkStates",
     "LinkTracker",
+    "LocalHop",
     "NextHop",
     "ObjectiveCheck",
     "Outbox",
@@ -36,8 +40,12 @@ __all__ = [
     "Probe",
     "Route",
     "RouteTable",
+    "SilenceWatch",
+    "SilenceWatchStats",
+    "TableRoute",
     "check_objectives",
     "check_pairs",
+    "local_hops",
     "paths_between",
     "route",
     "route_alerts",
