@@ -21,9 +21,14 @@ from onecluster.schema import (
     ApprovalOut,
     DatasetAdd,
     DatasetOut,
+    DrainIn,
+    DrainOut,
     EventOut,
     ExportIn,
     ExportOut,
+    FabricApply,
+    FabricApplyOut,
+    FabricOut,
     JobOut,
     JobSubmit,
     LinkOut,
@@ -43,6 +48,7 @@ from onecluster.schema import (
     TokenCreate,
     TokenOut,
     TransferOut,
+    UndrainIn,
     WhyOut,
 )
 
@@ -223,6 +229,23 @@ class Client:
     def routes(self, site: str | None = None) -> RouteTableOut:
         """The route table (of one site with ``site``)."""
         return self._get(f"{_PREFIX}/routes", _ROUTES, site=site)
+
+    def fabric(self) -> FabricOut:
+        """The fabric in force: version, YAML as applied, who applied it, drains."""
+        return self._get(f"{_PREFIX}/fabric", _FABRIC)
+
+    def apply_fabric(self, body: FabricApply) -> FabricApplyOut:
+        """Put a fabric in force, or (``dry_run``) only see its diff and what it would
+        strand (admin); :class:`ConflictError` for a change that would strand work."""
+        return self._post(f"{_PREFIX}/fabric", _FABRIC_APPLIED, body)
+
+    def drain(self, site: str, body: DrainIn) -> DrainOut:
+        """Drain a site or one of its pools (admin)."""
+        return self._post(f"{_PREFIX}/sites/{_segment(site, 'site')}/drain", _DRAIN, body)
+
+    def undrain(self, site: str, body: UndrainIn) -> list[DrainOut]:
+        """Lift a pool's drain or every drain at a site (admin); the drains lifted."""
+        return self._post(f"{_PREFIX}/sites/{_segment(site, 'site')}/undrain", _DRAINS, body)
 
     def links_check(self, *, measured: bool = True) -> list[PairCheckOut]:
         """Every site pair's routes against the latency objectives."""
@@ -415,6 +438,10 @@ _BUNDLE = TypeAdapter(RegisterBundleOut)
 _STR_MAP = TypeAdapter(dict[str, str])
 _ANY_MAP = TypeAdapter(dict[str, Any])
 _SITES = TypeAdapter(list[SiteOut])
+_FABRIC = TypeAdapter(FabricOut)
+_FABRIC_APPLIED = TypeAdapter(FabricApplyOut)
+_DRAIN = TypeAdapter(DrainOut)
+_DRAINS = TypeAdapter(list[DrainOut])
 _TEAMS = TypeAdapter(list[TeamOut])
 _JOB = TypeAdapter(JobOut)
 _JOBS = TypeAdapter(list[JobOut])

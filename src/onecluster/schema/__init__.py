@@ -50,6 +50,17 @@ from onecluster.schema._exports import (
     RegisterProofOut,
     RevokeIn,
 )
+from onecluster.schema._fabric import (
+    MAX_FABRIC_CHARS,
+    ChangeOut,
+    DrainIn,
+    DrainOut,
+    FabricApply,
+    FabricApplyOut,
+    FabricOut,
+    FieldChangeOut,
+    UndrainIn,
+)
 from onecluster.schema._jobs import GB, JobOut, JobSubmit, LogsOut, PartOut, PriorityName
 from onecluster.schema._links import (
     EventOut,
@@ -77,6 +88,7 @@ from onecluster.schema._why import (
 
 __all__ = [
     "GB",
+    "MAX_FABRIC_CHARS",
     "MAX_ID",
     "MAX_INT",
     "MAX_LOG_CHARS",
@@ -85,16 +97,23 @@ __all__ = [
     "ApprovalIn",
     "ApprovalOut",
     "AttemptReport",
+    "ChangeOut",
     "DataOrders",
     "DataReport",
     "DatasetAdd",
     "DatasetOut",
     "DesiredAttempt",
+    "DrainIn",
+    "DrainOut",
     "ErrorDetail",
     "ErrorOut",
     "EventOut",
     "ExportIn",
     "ExportOut",
+    "FabricApply",
+    "FabricApplyOut",
+    "FabricOut",
+    "FieldChangeOut",
     "GuaranteeOut",
     "HealthOut",
     "HopOut",
@@ -145,6 +164,7 @@ __all__ = [
     "TokenOut",
     "TransferOut",
     "TransferReport",
+    "UndrainIn",
     "VersionOut",
     "WhyOut",
     "WhyVerdict",

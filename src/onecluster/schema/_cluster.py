@@ -16,12 +16,14 @@ class HealthOut(BaseModel):
 
 
 class PoolOut(BaseModel):
-    """One GPU pool of a site and how many of its GPUs are held by attempts now."""
+    """One GPU pool of a site and how many of its GPUs are held by attempts now;
+    ``draining``: it takes no new work (``onecluster drain``, the pool's or its site's)."""
 
     gpu_type: str
     count: int
     cost_per_gpu_hour: float
     used: int
+    draining: bool = False
 
 
 class SiteOut(BaseModel):
@@ -30,7 +32,8 @@ class SiteOut(BaseModel):
     ``status`` is ``unknown`` until the site's agent first syncs, ``down`` once it has not
     synced for ``agent_timeout_s``, ``degraded`` while its agent reports that the site's
     cluster cannot take work (``problem`` says why): nothing new is placed there, what runs
-    there keeps running.
+    there keeps running.  ``draining``: an operator drained the whole site
+    (``onecluster drain``), with the same effect.
     """
 
     name: str
@@ -41,6 +44,7 @@ class SiteOut(BaseModel):
     problem: str | None = None
     last_heartbeat: float | None
     pools: list[PoolOut]
+    draining: bool = False
 
 
 class TeamOut(BaseModel):

@@ -128,6 +128,11 @@ class Fabrics(Transactions):
         query = select(FabricRow).order_by(FabricRow.version.desc()).limit(limit)
         return self._read(lambda s: [_record(r) for r in s.scalars(query)])
 
+    def fabric_workload(self) -> Workload:
+        """The work a change of fabric must not strand, now (what :meth:`apply_fabric` gives
+        its ``decide``, for a dry run)."""
+        return self._read(_workload)
+
     def adopt_fabric(self, text: str, *, name: str, by: str, now: float) -> FabricRecord:
         """The fabric in force; a database that has none takes ``text`` as version 1 (with a
         ``fabric_applied`` event).  Replicas that start at once agree on one version 1."""

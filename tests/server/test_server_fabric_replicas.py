@@ -1,0 +1,103 @@
+"""Two control planes on one PostgreSQL database: a fabric applied or a pool drained at one
+is in force at the other after its next refresh, and an agent of a new site is accepted by
+a replica that had not refreshed yet."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+from fabric_changes import onboarded, with_fabric_routes
+from sqlalchemy import text
+
+from onecluster.clock import ManualClock
+from onecluster.fabric import dump_fabric
+from onecluster.model import GpuPool, Site
+from onecluster.schema import AgentSync, DrainIn, FabricApply, TokenCreate
+from onecluster.store import make_engine
+from onecluster.store._tables import Base
+
+if TYPE_CHECKING:
+    from conftest import RunningServer
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture
+def replicas(
+    tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[RunningServer, RunningServer]]:
+    from conftest import RunningServer
+
+    url = os.environ.get("ONECLUSTER_TEST_PG_URL")
+    if not url:
+        pytest.skip("ONECLUSTER_TEST_PG_URL is not set; start one with scripts/postgres.sh")
+    engine = make_engine(url)
+    with engine.begin() as conn:
+        Base.metadata.drop_all(conn)
+        conn.execute(text("DROP TABLE IF EXISTS alembic_version"))
+    engine.dispose()
+    monkeypatch.setattr(sys.modules[RunningServer.__module__], "create_app", with_fabric_routes)
+    a = RunningServer(tmp_path / "a", clock, db_url=url)
+    b = RunningServer(tmp_path / "b", clock, db_url=url)
+    a.start()
+    b.start()
+    yield a, b
+    b.stop()
+    a.stop()
+
+
+def test_a_fabric_applied_at_one_replica_is_in_force_at_the_other(
+    replicas: tuple[RunningServer, RunningServer],
+) -> None:
+    a, b = replicas
+    admin_a, admin_b = a.admin(), b.client(a.admin_token)
+    assert b.control.fabric_version == 1 and not b.control.refresh_fabric()
+    assert admin_a.apply_fabric(FabricApply(yaml=dump_fabric(onboarded()))).version == 2
+    assert admin_b.fabric().version == 2  # read from the database
+    assert b.control.refresh_fabric()
+    assert not b.control.refresh_fabric()  # nothing new since
+    for control in (a.control, b.control):
+        assert control.fabric_version == 2
+        assert control.fabric.has_site("osaka")
+        assert ("osaka", "H200") in {p.key for p in control.scheduler._pools}
+        assert "tyo-osa" in control.links.statistics().states
+        assert control.data.fabric is control.fabric and control.exports.fabric is control.fabric
+    assert [s.name for s in admin_b.sites()][-1] == "osaka"
+    # A pool drained at b is closed at a after a's refresh.
+    admin_b.drain("osaka", DrainIn(gpu_type="H200"))
+    assert a.control.scheduler.drained == frozenset()
+    assert a.control.refresh_fabric()
+    assert a.control.scheduler.drained == {("osaka", "H200")}
+    assert b.control.scheduler.drained == {("osaka", "H200")}
+
+
+def test_a_replica_that_has_not_refreshed_yet_accepts_the_new_site_s_agent(
+    replicas: tuple[RunningServer, RunningServer],
+) -> None:
+    a, b = replicas
+    nagoya = Site(
+        name="nagoya", region="r", jurisdiction="JP", pools=(GpuPool(gpu_type="H100", count=8),)
+    )
+    grown = onboarded()
+    grown = replace(
+        grown,
+        sites=(*grown.sites, nagoya),
+        circuits=(
+            *grown.circuits,
+            replace(grown.circuits[-1], name="osa-ngo", a="osaka", b="nagoya"),
+        ),
+    )
+    a.admin().apply_fabric(FabricApply(yaml=dump_fabric(grown)))
+    token = a.admin().create_token(TokenCreate(role="agent", site="nagoya")).token
+    assert not b.control.fabric.has_site("nagoya")
+    reply = b.client(token).agent_sync(
+        "nagoya", AgentSync(agent_id="agent-1", capacity={"H100": 8})
+    )
+    assert reply.attempts == []
+    assert b.control.fabric.has_site("nagoya")
