@@ -13,7 +13,9 @@ from onecluster.cli import (
     _agent,
     _cancel,
     _dataset,
+    _drain,
     _export,
+    _fabric,
     _gateway,
     _jobs,
     _lab,
@@ -70,6 +72,8 @@ def build_app() -> typer.Typer:
         _lab,
         _gateway,
         _export,
+        _fabric,
+        _drain,
     ):
         module.register(app)
     return app

@@ -54,7 +54,9 @@ def sites(
     for site in found:
         status = str(site.status)
         pools = "\n".join(
-            f"{p.gpu_type} {p.used}/{p.count} at {p.cost_per_gpu_hour:.2f}/h" for p in site.pools
+            f"{p.gpu_type} {p.used}/{p.count} at {p.cost_per_gpu_hour:.2f}/h"
+            + (" [yellow]draining[/]" if p.draining else "")
+            for p in site.pools
         )
         table.add_row(
             site.name,
@@ -62,7 +64,8 @@ def sites(
             site.jurisdiction,
             site.backend,
             f"[{colours.get(status, 'yellow')}]{status}[/]"
-            + (f"\n{escape(site.problem)}" if site.problem else ""),
+            + (f"\n{escape(site.problem)}" if site.problem else "")
+            + ("\n[yellow]draining[/]" if site.draining else ""),
             format_age(site.last_heartbeat),
             pools,
         )
