@@ -59,6 +59,16 @@ def test_a_cut_is_silent_after_silence_s_and_not_before() -> None:
     assert c.watch.settle(last + SILENCE + 0.001) == {"c1"}
 
 
+def test_the_next_look_is_due_when_a_working_circuits_silence_would_be() -> None:
+    watch = SilenceWatch(SILENCE)
+    assert watch.deadline() is None
+    watch.heard("a", 100.0)
+    watch.heard("b", 100.1)
+    assert watch.deadline() == 100.0 + SILENCE
+    watch.settle(100.2)  # a is silent now: only b's silence is still to come
+    assert watch.deadline() == 100.1 + SILENCE
+
+
 def test_lost_probes_shorter_than_the_silence_change_nothing() -> None:
     c = Circuit(SilenceWatch(SILENCE))
     for _ in range(50):  # seven probes lost in a row, fifty times over

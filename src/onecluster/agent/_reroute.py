@@ -3,8 +3,9 @@ off a circuit the moment its probes fall silent — with the server up, down or 
 
 The sync loop cannot do this: a sync waits on the server (seconds when the server hangs, for
 ever when it is gone), and even a healthy server decides a circuit is down only when both
-ends' reports have reached it.  So this thread, every half probe interval, takes the replies
-the prober read (:meth:`~onecluster.telemetry.Prober.liveness`), judges each circuit
+ends' reports have reached it.  So this thread takes the replies the prober read
+(:meth:`~onecluster.telemetry.Prober.liveness`) — when a circuit's silence would be due, and
+at least every 0.1 s — judges each circuit
 (:class:`~onecluster.topology.SilenceWatch`: silent after ``silence_s`` without a reply, back
 after 5 s of replies, flap damping as on the server) and hands the silent set to
 :class:`~onecluster.agent._routing.SiteRoutes`, which routes around it until the server's
@@ -37,6 +38,10 @@ FAST_PROBE_INTERVAL_S = 0.02
 SILENT_AFTER_PROBES = 8
 
 
+#: The longest rest between two looks (the way back and the periodic re-apply need no more).
+_MAX_REST_S = 0.1
+
+
 def fast_probe_interval(configured_s: float) -> float:
     """The probe interval of an agent that programs routes: the configured one, or
     :data:`FAST_PROBE_INTERVAL_S` if that is shorter."""
@@ -60,7 +65,8 @@ class FastReroute:
         self._routes = routes
         self.silence_s = silence_s or SILENT_AFTER_PROBES * prober.interval_s
         self.watch = SilenceWatch(self.silence_s, hysteresis)
-        self._tick_s = prober.interval_s / 2
+        self._min_rest_s = prober.interval_s / 2
+        self._rest_s = self._min_rest_s
         self._silent: frozenset[str] = frozenset()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -84,10 +90,17 @@ class FastReroute:
             self._routes.avoid(silent)
         else:
             self._routes.refresh()
+        # Rest until a working circuit's silence would be due — a look every few probe
+        # intervals rather than every half one: a fifth of the thread's cost (RESULTS.md) —
+        # but at least half a probe interval and at most _MAX_REST_S.
+        deadline = self.watch.deadline()
+        rest = _MAX_REST_S if deadline is None else deadline - self._prober.clock()
+        self._rest_s = min(max(rest, self._min_rest_s), _MAX_REST_S)
         return silent
 
     def start(self) -> None:
-        """Run :meth:`step` every half probe interval in a daemon thread (idempotent)."""
+        """Run :meth:`step` in a daemon thread (idempotent): when a circuit's silence would be
+        due, and at least every 0.1 s."""
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="fast-reroute", daemon=True)
             self._thread.start()
@@ -99,7 +112,7 @@ class FastReroute:
             self._thread.join(timeout=5)
 
     def _run(self) -> None:
-        while not self._stop.wait(self._tick_s):
+        while not self._stop.wait(self._rest_s):
             try:
                 self.step()
             except Exception:  # noqa: BLE001 - rerouting must outlive a bug in one look

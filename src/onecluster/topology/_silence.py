@@ -107,6 +107,14 @@ class SilenceWatch:
         self._silent = frozenset(n for n, w in self._circuits.items() if w.tracker.state == "down")
         return self._silent
 
+    def deadline(self) -> float | None:
+        """The earliest moment a circuit judged working now would turn silent if no reply
+        came before it (``None``: none is working) — when a look is due next."""
+        return min(
+            (w.last + self.silence_s for w in self._circuits.values() if w.tracker.state != "down"),
+            default=None,
+        )
+
     def statistics(self) -> SilenceWatchStats:
         """What the judge holds now."""
         return SilenceWatchStats(
