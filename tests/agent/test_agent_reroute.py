@@ -156,6 +156,24 @@ def test_without_the_fabric_the_tables_backup_is_taken() -> None:
     assert sink.via("10.211.0.2") is None  # unreachable: senders fail fast
 
 
+def test_a_fabric_older_than_the_table_gives_way_to_the_tables_backup() -> None:
+    sink = RecordingRoutes()
+    site = SiteRoutes(sink, service_address="10.211.0.1", fabric=THREE)
+    newer = table()
+    newer.routes[0].backup_circuits = ["sha-sin-new"]  # a circuit applied since (decision 164)
+    site.follow(newer, {**PEERS, "sha-sin-new": "10.212.9.2"})
+    site.avoid(frozenset({"sha-sin-hk"}))
+    assert sink.via("10.211.0.2") == "10.212.9.2"  # not the old fabric's sha-sin-tw detour
+
+
+def test_a_detour_needs_its_next_hops_address() -> None:
+    sink = RecordingRoutes()
+    site = SiteRoutes(sink, service_address="10.211.0.1", fabric=THREE)
+    site.follow(table(), {"sha-sin-hk": HK, "sha-sin-tw": TW})  # Tokyo's end not announced
+    site.avoid(frozenset({"sha-sin-hk", "sha-sin-tw"}))
+    assert sink.via("10.211.0.2") is None  # unreachable rather than a route with no next hop
+
+
 def test_routes_are_reapplied_with_no_sync_and_a_failure_is_retried(
     routes: tuple[SiteRoutes, RecordingRoutes, Clock],
 ) -> None:

@@ -123,6 +123,17 @@ def test_a_detour_whose_next_site_would_send_the_traffic_back_is_not_taken() -> 
     assert by_dst(hops) == {"d": ("a-b", "detour")}
 
 
+def test_a_detour_starts_only_on_a_circuit_whose_far_end_is_known() -> None:
+    cut = {"sha-sin-hk"}
+    known = {"sha-sin-hk", "sha-tyo"}  # sha-sin-tw's far end has not announced itself
+    hops = by_dst(
+        local_hops("shanghai", table_of("shanghai"), silent=cut, fabric=THREE, reachable=known)
+    )
+    assert hops["singapore"] == ("sha-tyo", "detour")  # not sha-sin-tw, the shorter one
+    hops = by_dst(local_hops("shanghai", table_of("shanghai"), silent=cut, reachable=known))
+    assert hops["singapore"] == (None, "none")  # nor its backup
+
+
 def test_a_table_that_says_unreachable_stays_unreachable() -> None:
     table = [TableRoute(dst="tokyo", next_circuit=None, next_site=None)]
     assert by_dst(local_hops("shanghai", table, silent={"sha-tyo"}, fabric=THREE)) == {

@@ -77,6 +77,7 @@ class SiteRoutes:
         self._applied_at = float("-inf")
         self._applied_version: int | None = None
         self._switches = 0
+        self._stale_fabric = False
         # per destination site: the next circuit and the route last wanted for it
         self._last: dict[str, tuple[str | None, KernelRoute]] = {}
 
@@ -162,8 +163,25 @@ class SiteRoutes:
             for r in table.routes
         ]
         site = table.routes[0].src if table.routes else ""
+        fabric = self._fabric
+        if fabric is not None and not _agrees(fabric, table):
+            # The server applied another fabric (docs/fabric.md): this copy may lead a
+            # detour over circuits that changed.  The table's backup is the server's word.
+            if not self._stale_fabric:
+                _log.warning(
+                    "the route table names sites or circuits this agent's --fabric lacks; "
+                    "fast reroute takes the table's backups until the agent restarts with "
+                    "the fabric in force (onecluster fabric show)"
+                )
+            self._stale_fabric = True
+            fabric = None
         return local_hops(
-            site, entries, silent=self._silent, table_down=table.down, fabric=self._fabric
+            site,
+            entries,
+            silent=self._silent,
+            table_down=table.down,
+            fabric=fabric,
+            reachable=self._peers.keys(),
         )
 
     def _routes(self, table: RouteTableOut, hops: list[LocalHop]) -> list[KernelRoute]:
@@ -211,6 +229,18 @@ class SiteRoutes:
                 _table_next(table, dst) or "nowhere",
             )
         self._overrides = overrides
+
+
+def _agrees(fabric: Fabric, table: RouteTableOut) -> bool:
+    """Whether every site and circuit ``table`` names is in ``fabric``."""
+    sites = set(fabric.site_names)
+    circuits = {c.name for c in fabric.circuits}
+    named = set(table.down)
+    for r in table.routes:
+        if r.src not in sites or r.dst not in sites:
+            return False
+        named.update(r.circuits, r.backup_circuits)
+    return named <= circuits
 
 
 def _table_next(table: RouteTableOut, dst: str) -> str | None:

@@ -14,6 +14,9 @@ next circuit this site's own probes find silent is overridden, never by a stale 
    silent (the next site's own route is not known here, so this is exact only where the
    backup's next site forwards along it, as in a triangle);
 3. else nowhere: ``unreachable``, so senders fail fast rather than blackhole into silence.
+
+A detour starts only on a circuit in ``reachable`` (when given: those whose far end's address
+is known, without which no route can be programmed over it).
 """
 
 from __future__ import annotations
@@ -59,11 +62,17 @@ def local_hops(
     silent: Collection[str],
     table_down: Collection[str] = (),
     fabric: Fabric | None = None,
+    reachable: Collection[str] | None = None,
 ) -> list[LocalHop]:
     """The next hop from ``site`` for every destination of ``table`` (in its order), given the
-    circuits its own probes find ``silent`` and those the table routes around
-    (``table_down``).  See the module docstring for the rules."""
+    circuits its own probes find ``silent``, those the table routes around (``table_down``)
+    and those a route can be programmed over (``reachable``; default all).  See the module
+    docstring for the rules."""
     quiet = frozenset(silent)
+    down = frozenset(table_down)
+    if reachable is not None and fabric is not None:
+        # circuits of this site the fabric has but nobody probes are as good as down
+        down |= {c.name for c in fabric.circuits if site in (c.a, c.b) and c.name not in reachable}
     hops = []
     for r in table:
         if r.next_circuit is None or r.next_circuit not in quiet:
@@ -71,8 +80,11 @@ def local_hops(
                 LocalHop(dst=r.dst, circuit=r.next_circuit, site=r.next_site, source="table")
             )
             continue
-        hop = _detour(fabric, site, r.dst, quiet, frozenset(table_down)) if fabric else None
-        if hop is None and fabric is None and r.backup_circuit and r.backup_circuit not in quiet:
+        hop = _detour(fabric, site, r.dst, quiet, down) if fabric else None
+        usable = r.backup_circuit is not None and (
+            reachable is None or r.backup_circuit in reachable
+        )
+        if hop is None and fabric is None and usable and r.backup_circuit not in quiet:
             hop = LocalHop(dst=r.dst, circuit=r.backup_circuit, site=r.backup_site, source="backup")
         hops.append(hop or LocalHop(dst=r.dst, circuit=None, site=None, source="none"))
     return hops
