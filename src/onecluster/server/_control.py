@@ -14,22 +14,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from onecluster.clock import Clock
-from onecluster.errors import (
-    ConflictError,
-    FabricError,
-    NotFoundError,
-    PlatformError,
-    ValidationError,
-)
-from onecluster.fabric import (
-    FabricDiff,
-    Workload,
-    dump_fabric,
-    fabric_diff,
-    parse_fabric,
-    refusal,
-    stranded,
-)
+from onecluster.errors import NotFoundError, PlatformError, ValidationError
+from onecluster.fabric import fabric_diff
 from onecluster.model import Fabric, JobRecord, JobSpec
 from onecluster.reports import Month, gpu_report, usage_record
 from onecluster.scheduler import PendingJob, Scheduler
@@ -53,14 +39,8 @@ from onecluster.server._circuit_rates import CircuitRates
 from onecluster.server._config import ServerConfig
 from onecluster.server._data_control import DataControl
 from onecluster.server._exports import ExportControl
-from onecluster.server._fabric_views import (
-    apply_out,
-    closed_pools,
-    drain_out,
-    fabric_out,
-    mark_draining,
-    new_version,
-)
+from onecluster.server._fabric_in_force import FabricInForce
+from onecluster.server._fabric_views import closed_pools, mark_draining
 from onecluster.server._links import LinkBoard
 from onecluster.server._pending import PendingMirror
 from onecluster.server._usage import TeamUsage
@@ -73,7 +53,7 @@ from onecluster.server._views import (
     teams_out,
 )
 from onecluster.state_dir import REGISTER_DIR
-from onecluster.store import DrainRecord, FabricRecord, NewFabric, Store
+from onecluster.store import Store
 
 __all__ = ["ControlPlane"]
 
@@ -98,18 +78,13 @@ class ControlPlane:
         self._stale_s = max(5.0, 3 * config.heartbeat_interval_s)
         # The scheduler weighs preempting against the grace the agents really give.
         self._policy = replace(config.policy, grace_s=config.grace_s)
-        self._adopt(config.fabric)
-        # The epoch first, then what it covers: a change in between shows as a newer epoch.
-        epoch = store.fabric_epoch()
-        record = store.fabric()
-        assert record is not None  # adopted
-        self.fabric: Fabric = _parsed(record)
-        #: The version of :attr:`fabric`, and the epoch of fabric and drains it reflects.
-        self.fabric_version = record.version
-        self._fabric_epoch = epoch.epoch
-        self.drains: tuple[DrainRecord, ...] = tuple(store.drains())
+        #: The fabric in force as the database holds it (this replica's :attr:`fabric` and
+        #: scheduler follow it: :meth:`refresh_fabric`).
+        self.in_force = FabricInForce(store, clock, config.fabric)
+        state = self.in_force.state
+        self.fabric: Fabric = state.fabric
         self.scheduler = Scheduler(
-            self.fabric, self._policy, drained=closed_pools(self.fabric, self.drains)
+            self.fabric, self._policy, drained=closed_pools(self.fabric, state.drains)
         )
         self.usage = TeamUsage(store, config.policy.fair_share.half_life_s)
         self.auth = Authenticator(store)
@@ -155,28 +130,10 @@ class ControlPlane:
 
     # -- the fabric in force --------------------------------------------------------------
 
-    def _adopt(self, mine: Fabric) -> FabricRecord:
-        """The fabric in force in the database; a database without one takes ``mine`` (the
-        ``--fabric`` file) as version 1.  Where the database's differs from ``mine``, the
-        database's is in force, and a warning says how they differ and what to run."""
-        text = dump_fabric(mine, comment="version 1: the --fabric file of the first server")
-        record = self.store.adopt_fabric(
-            text, name=mine.name, by="onecluster server --fabric", now=self.clock.now()
-        )
-        differs = fabric_diff(_parsed(record), mine)
-        if differs:
-            shown = "; ".join(c.describe() for c in differs.changes[:3])
-            more = len(differs) - 3
-            _log.warning(
-                "the database's fabric (version %d, applied %s) is in force, not the --fabric "
-                "file, which differs from it: %s%s; to put the file in force run `onecluster "
-                "fabric apply FILE`",
-                record.version,
-                record.applied_by,
-                shown,
-                f" and {more} more" if more > 0 else "",
-            )
-        return record
+    @property
+    def fabric_version(self) -> int:
+        """The version of :attr:`fabric`."""
+        return self.in_force.state.version
 
     def refresh_fabric(self) -> bool:
         """Swap in the fabric in force and the drains if either changed in the database
@@ -186,140 +143,71 @@ class ControlPlane:
         replica, every reconcile pass.  A swap replaces, under :attr:`fabric_lock`, every
         component holding the fabric: :attr:`fabric`, the scheduler (with the drained pools
         closed), the link board (circuits that stay keep their state and flap damping), the
-        data plane's control and circuit rates, and the exports.  Never raises for a version
-        it cannot read: it logs it and keeps the fabric it has (:class:`UnavailableError`
-        still surfaces: the database is down).
+        data plane's control and circuit rates, and the exports.  A version it cannot read is
+        logged and left out; :class:`UnavailableError` surfaces (the database is down).
         """
-        seen = self.store.fabric_epoch()
-        if seen.epoch == self._fabric_epoch:
+        if self.in_force.newer() is None:
             return False
         with self.fabric_lock:
-            if seen.epoch == self._fabric_epoch:
-                return False  # another thread swapped meanwhile
-            record = self.store.fabric() if seen.version != self.fabric_version else None
-            drains = tuple(self.store.drains())
-            fabric = self.fabric
-            if record is not None and record.version != self.fabric_version:
-                try:
-                    fabric = _parsed(record)
-                except PlatformError as exc:
-                    _log.error("cannot take fabric version %d: %s", record.version, exc.message)
-                    return False
-            self._swap(fabric, record.version if record else self.fabric_version, drains)
-            self._fabric_epoch = seen.epoch
+            newer = self.in_force.newer()  # again, alone: another thread may have swapped
+            if newer is None:
+                return False
+            old = self.in_force.state
+            if newer.version != old.version:
+                self._refit(old.fabric, newer.fabric, newer.version)
+            self.scheduler = Scheduler(
+                newer.fabric, self._policy, drained=closed_pools(newer.fabric, newer.drains)
+            )
+            self.in_force.took(newer)
         return True
 
-    def _swap(self, fabric: Fabric, version: int, drains: tuple[DrainRecord, ...]) -> None:
-        old = self.fabric
-        if version != self.fabric_version:
-            now = self.clock.now()
-            self.fabric = fabric
-            self.links.refit(fabric, now)
-            self.data.fabric = fabric
-            if fabric.circuits != old.circuits:
-                # The rates come back two syncs later (they are never stored).
-                self.data.rates = CircuitRates(fabric, stale_s=self._stale_s)
-            self.exports.fabric = fabric
-            _log.info(
-                "fabric version %d is in force here: %s",
-                version,
-                fabric_diff(old, fabric).summary(),
-            )
-        self.drains = drains
-        self.scheduler = Scheduler(fabric, self._policy, drained=closed_pools(fabric, drains))
-        self.fabric_version = version
+    def _refit(self, old: Fabric, fabric: Fabric, version: int) -> None:
+        """Every component but the scheduler onto ``fabric``."""
+        self.fabric = fabric
+        self.links.refit(fabric, self.clock.now())
+        self.data.fabric = fabric
+        if fabric.circuits != old.circuits:
+            # The rates come back two syncs later (they are never stored).
+            self.data.rates = CircuitRates(fabric, stale_s=self._stale_s)
+        self.exports.fabric = fabric
+        _log.info(
+            "fabric version %d is in force here: %s", version, fabric_diff(old, fabric).summary()
+        )
 
     def fabric_in_force(self) -> FabricOut:
         """The fabric in force (as the database holds it) and the drains."""
-        record = self.store.fabric()
-        if record is None:  # only before the first server stored its file
-            msg = "no fabric is in force yet"
-            raise NotFoundError(msg, hint="start `onecluster server --fabric FILE` first")
-        return fabric_out(record, self.store.drains())
+        return self.in_force.show()
 
     def apply_fabric(self, body: FabricApply, *, by: str) -> FabricApplyOut:
-        """Check ``body.yaml``, say what it changes and, unless a dry run, put it in force:
-        one new version with an event per change, then this replica swaps at once (the others
-        at their next :meth:`refresh_fabric`).
-
-        :class:`FabricError` for a file that is not a valid fabric; :class:`ConflictError`
-        for a change that would strand work (naming it; nothing changes) or when
-        ``base_version`` is no longer in force.  A fabric equal to the one in force changes
-        nothing (``applied`` false, no new version).
-        """
-        new = _sent(body.yaml)
-        if body.dry_run:
-            current = self._current()
-            _check_base(body.base_version, current)
-            old = self._fabric_of(current)
-            diff = fabric_diff(old, new)
-            found = stranded(old, new, self.store.fabric_workload()) if diff else ()
-            return apply_out(
-                base=current.version,
-                version=current.version,
-                applied=False,
-                dry_run=True,
-                diff=diff,
-                strands=found,
-            )
-        judged: list[tuple[int, FabricDiff]] = []  # the last try's (a retry judges again)
-
-        def decide(current: FabricRecord, work: Workload) -> NewFabric | None:
-            _check_base(body.base_version, current)
-            old = self._fabric_of(current)
-            diff = fabric_diff(old, new)
-            judged.append((current.version, diff))
-            if not diff:
-                return None
-            found = stranded(old, new, work)
-            if found:
-                raise refusal(found)
-            return new_version(body.yaml, new, diff, version=current.version + 1, by=by)
-
-        record, applied = self.store.apply_fabric(decide, now=self.clock.now())
-        if applied:
+        """Check ``body.yaml``, say what it changes and, unless a dry run, put it in force
+        (:meth:`FabricInForce.apply`): this replica swaps at once, the others at their next
+        :meth:`refresh_fabric`."""
+        answer = self.in_force.apply(body, by=by)
+        if answer.applied:
             self.refresh_fabric()
-        base, diff = judged[-1]
-        return apply_out(
-            base=base, version=record.version, applied=applied, dry_run=False, diff=diff
-        )
+        return answer
 
     def drain(self, site: str, gpu_type: str | None, *, by: str, reason: str | None) -> DrainOut:
         """Drain ``site`` (``gpu_type`` None) or one of its pools: nothing new goes there,
         what runs there finishes.  Draining what is drained already changes nothing.
         :class:`NotFoundError` for a site or pool the fabric in force lacks."""
-        self._require_pool(site, gpu_type)
-        record, _ = self.store.drain(site, gpu_type, by=by, now=self.clock.now(), reason=reason)
-        self.refresh_fabric()
-        return drain_out(record)
-
-    def undrain(self, site: str, gpu_type: str | None, *, by: str) -> list[DrainOut]:
-        """Lift the drain of one pool, or (``gpu_type`` None) every drain at ``site``; the
-        drains lifted (none: nothing was drained there)."""
-        self.require_site(site)
-        lifted = self.store.undrain(site, gpu_type, by=by, now=self.clock.now())
-        if lifted:
-            self.refresh_fabric()
-        return [drain_out(d) for d in lifted]
-
-    def _current(self) -> FabricRecord:
-        record = self.store.fabric()
-        if record is None:
-            msg = "no fabric is in force yet"
-            raise ConflictError(msg, hint="start `onecluster server --fabric FILE` first")
-        return record
-
-    def _fabric_of(self, record: FabricRecord) -> Fabric:
-        """The fabric of ``record``: the one in force here when it is that version."""
-        fabric, version = self.fabric, self.fabric_version
-        return fabric if record.version == version else _parsed(record)
-
-    def _require_pool(self, site: str, gpu_type: str | None) -> None:
         self.require_site(site)
         if gpu_type is not None and self.fabric.site(site).pool(gpu_type) is None:
             pools = ", ".join(p.gpu_type for p in self.fabric.site(site).pools)
             msg = f"site {site} has no pool of GPU type {gpu_type!r}"
             raise NotFoundError(msg, hint=f"its pools: {pools}")
+        drained = self.in_force.drain(site, gpu_type, by=by, reason=reason)
+        self.refresh_fabric()
+        return drained
+
+    def undrain(self, site: str, gpu_type: str | None, *, by: str) -> list[DrainOut]:
+        """Lift the drain of one pool, or (``gpu_type`` None) every drain at ``site``; the
+        drains lifted (none: nothing was drained there)."""
+        self.require_site(site)
+        lifted = self.in_force.undrain(site, gpu_type, by=by)
+        if lifted:
+            self.refresh_fabric()
+        return lifted
 
     # -- jobs -----------------------------------------------------------------------------
 
@@ -525,27 +413,3 @@ class ControlPlane:
             raise ValidationError(msg)
         usage = self.store.usage(period.start, period.end)
         return before_after(self.fabric, period, usage, baseline=baseline, now=self.clock.now())
-
-
-def _parsed(record: FabricRecord) -> Fabric:
-    """The fabric of a stored version (:class:`FabricError` if this server cannot read it)."""
-    return parse_fabric(record.text, source=f"fabric version {record.version}")
-
-
-def _sent(text: str) -> Fabric:
-    """The fabric a request sent (:class:`FabricError` for one that is not valid)."""
-    try:
-        return parse_fabric(text, source="the fabric sent")
-    except RecursionError:  # YAML nested thousands deep: no fabric is
-        msg = "the fabric sent is nested too deeply to be a fabric file"
-        raise FabricError(msg, hint="see docs/fabric.md for the format") from None
-
-
-def _check_base(base: int | None, current: FabricRecord) -> None:
-    """:class:`ConflictError` unless ``base`` (if given) is the version in force."""
-    if base is not None and base != current.version:
-        msg = (
-            f"fabric version {current.version} is in force now, not version {base} "
-            f"(applied by {current.applied_by})"
-        )
-        raise ConflictError(msg, hint="look at the diff again and apply once more")
