@@ -226,3 +226,37 @@ def test_a_restart_with_another_fabric_file_keeps_the_database_s_and_says_so(
     assert "site osaka removed" in said
     token = server.admin().create_token(TokenCreate(role="agent", site="osaka"))
     assert token.site == "osaka"
+
+
+def test_jobs_running_at_every_site_through_an_apply_each_finish_once(
+    served: RunningServer,
+) -> None:
+    server = served
+    admin = server.admin()
+    shapes = {"shanghai": "H800", "singapore": "H100", "tokyo": "L40S"}
+    for site in shapes:
+        server.sync(site)
+    jobs = [
+        admin.submit(
+            JobSubmit(team="speech", gpus=8, duration_s=600.0, gpu_types=[t], command=["true"])
+        ).id
+        for t in shapes.values()
+        for _ in range(2)
+    ]
+    assert _started(server) == 6
+    runs = {site: server.sync(site).attempts for site in shapes}
+    reports = {
+        site: [AttemptReport(attempt_id=r.attempt_id, job_id=r.job_id, state="running") for r in rs]
+        for site, rs in runs.items()
+    }
+    for site, rs in reports.items():
+        server.sync(site, *rs)
+    assert admin.apply_fabric(FabricApply(yaml=dump_fabric(onboarded()))).applied
+    assert _started(server) == 0  # nothing moves: the running jobs stay where they are
+    for site, rs in reports.items():
+        kept = server.sync(site, *rs).attempts
+        assert sorted(a.attempt_id for a in kept) == sorted(r.attempt_id for r in rs)
+        server.sync(site, *(r.model_copy(update={"state": "exited", "exit_code": 0}) for r in rs))
+    for job_id in jobs:
+        done = admin.job(job_id)
+        assert (done.state, done.attempts) == ("completed", 1)
