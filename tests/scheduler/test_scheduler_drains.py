@@ -48,6 +48,7 @@ def test_work_in_a_drained_pool_is_neither_preempted_nor_joined(small: Fabric) -
     plan = Scheduler(small, drained=frozenset({("a", "H100")})).plan(view, owner, 0)
     assert (plan.starts, plan.preemptions) == ((), ())
 
+
 def test_the_view_given_keeps_its_own_closed_pools_and_gains_the_drains(small: Fabric) -> None:
     scheduler = Scheduler(small, drained=frozenset({("a", "H100")}))
     view = ClusterView(closed_pools=frozenset({("b", "H100")}))

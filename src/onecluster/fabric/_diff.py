@@ -55,8 +55,9 @@ class FieldChange:
 class Change:
     """One thing added, removed or changed.
 
-    ``name`` names it as the CLI shows it: ``name`` for the fabric's own name, a site, ``site/GPU type`` for a pool, a circuit,
-    a team, ``team/GPU type`` for a quota, a dataset, ``a-b`` for a latency objective.
+    ``name`` names it as the CLI shows it: ``name`` for the fabric's own name, a site,
+    ``site/GPU type`` for a pool, a circuit, a team, ``team/GPU type`` for a quota, a
+    dataset, ``a-b`` for a latency objective.
     ``fields``: for ``changed``, each field that changed; for ``added`` and ``removed``, the
     thing's fields (new or old values) so that a reader sees what comes or goes.
     """
