@@ -38,6 +38,7 @@ __all__ = [
     "ImpossibleJobError",
     "IntegrityError",
     "NotFoundError",
+    "NotLeaderError",
     "PlatformError",
     "StorageError",
     "TooLargeError",
@@ -154,6 +155,13 @@ class UnavailableError(PlatformError):
     code = "unavailable"
     status = 503
     exit_code = 6
+
+
+class NotLeaderError(UnavailableError):
+    """A server replica that no longer leads tried leader-only work (the database refused
+    it), or asked who leads while nobody does; another replica leads or soon will."""
+
+    code = "not_leader"
 
 
 class BackendError(PlatformError):

@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -53,10 +54,11 @@ class RunningServer:
         self._agent_tokens: dict[str, str] = {}
 
     def start(self) -> None:
-        app = create_app(self.config, clock=self.clock)
         sock = socket.socket()
         sock.bind(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        self.config = replace(self.config, advertise_url=self.url)
+        app = create_app(self.config, clock=self.clock)
         config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
         server = uvicorn.Server(config)
         thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
@@ -67,8 +69,12 @@ class RunningServer:
                 raise RuntimeError("the test server did not start")
             time.sleep(0.01)
         self._server, self._thread, self._app = server, thread, app
-        # The lifespan ran one reconcile pass already; wait for it so tests start clean.
+        # The leader runs a first reconcile pass at once; wait for it so tests start clean.  A
+        # second server on the same database follows: wait until it knows who leads.
+        election = self._app.state.election
         while self.reconciler.statistics().passes < 1:
+            if election.term > 0 and not election.leading and election.leader_url is not None:
+                break
             time.sleep(0.01)
 
     def stop(self) -> None:

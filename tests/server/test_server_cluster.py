@@ -76,7 +76,12 @@ def test_an_unexpected_error_is_a_logged_500_and_the_server_carries_on(
     assert r.json()["error"]["code"] == "error"
     assert "RuntimeError" in r.json()["error"]["message"]
     assert any("unexpected error" in m for m in caplog.messages)
-    assert server.admin().health() == {"status": "ok"}
+    assert server.admin().health() == {
+        "status": "ok",
+        "role": "leader",
+        "leader": server.url,
+        "term": 1,
+    }
     assert server.admin().jobs() == []
 
 
@@ -108,6 +113,10 @@ def test_openapi_lists_every_route_of_the_contract(server: RunningServer) -> Non
     paths = set(httpx.get(f"{server.url}/openapi.json").json()["paths"])
     assert paths == {
         "/healthz",
+        "/api/v1/cluster/leader",
+        "/api/v1/fabric",
+        "/api/v1/sites/{site}/drain",
+        "/api/v1/sites/{site}/undrain",
         "/api/v1/sites",
         "/api/v1/teams",
         "/api/v1/tokens",

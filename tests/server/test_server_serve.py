@@ -94,7 +94,8 @@ def test_server_writes_the_url_it_listens_on_and_a_second_one_leaves_it_alone(
         _wait_for(url_file.exists, "server.url appears", first)
         url = url_file.read_text().strip()
         assert url.startswith("http://127.0.0.1:") and not url.endswith(":0")  # the real port
-        assert httpx.get(f"{url}/healthz", timeout=5).json() == {"status": "ok"}
+        health = httpx.get(f"{url}/healthz", timeout=5).json()
+        assert health["status"] == "ok" and health["leader"] == url
         # the CLI in that folder finds it with no --server
         sites = CliRunner().invoke(build_app(), ["--state-dir", str(state), "sites", "--json"])
         assert sites.exit_code == 0, sites.stderr

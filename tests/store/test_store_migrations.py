@@ -26,7 +26,7 @@ def test_migrate_twice_is_a_no_op_and_records_the_version(tmp_path: Path) -> Non
     migrate(engine)
     with engine.connect() as conn:
         version = conn.execute(text("SELECT version_num FROM alembic_version")).scalar_one()
-    assert version == "0007"
+    assert version == "0009"
     assert {
         "jobs",
         "attempts",
@@ -39,6 +39,12 @@ def test_migrate_twice_is_a_no_op_and_records_the_version(tmp_path: Path) -> Non
         "replicas",
         "scans",
         "transfers",
+        "leadership",
+        "servers",
+        "queue_epoch",
+        "fabrics",
+        "drains",
+        "fabric_epoch",
     } <= set(inspect(engine).get_table_names())
     engine.dispose()
 

@@ -57,6 +57,26 @@ def server(
             "a lease shorter than a heartbeat and a stop grace would stop every job."
         ),
     ),
+    leader_lease: float = typer.Option(
+        2.0,
+        "--leader-lease",
+        min=0.5,
+        max=600.0,
+        help=(
+            "Seconds of the leadership lease among replicas on one database: a leader that "
+            "dies is replaced within about this long; one that cannot renew it for this long "
+            "is deposed and its writes refused.  Running jobs are not affected either way."
+        ),
+    ),
+    advertise_url: str | None = typer.Option(
+        None,
+        "--advertise-url",
+        help=(
+            "URL other replicas reach this one at, to forward what only the leader answers "
+            "\\[default: the URL it listens on; set it when --host is 0.0.0.0]."
+        ),
+        show_default=False,
+    ),
     bulk_share: float = typer.Option(
         1.0,
         "--bulk-share",
@@ -78,7 +98,10 @@ def server(
 ) -> None:
     """Run the API server and the scheduler (blocking).
 
-    On first start it writes a bootstrap admin token to <state-dir>/admin.token.
+    On first start it writes a bootstrap admin token to <state-dir>/admin.token.  Start it
+    several times (each with its own --state-dir, on one host or several) with the same
+    PostgreSQL --db for a control plane with no single point of failure: one replica leads
+    (it schedules and routes), every one serves the API.
     """
     from onecluster.fabric import load_fabric
     from onecluster.scheduler import FairShare, PolicyConfig
@@ -95,6 +118,8 @@ def server(
             policy=PolicyConfig(kind=policy.value, fair_share=FairShare(half_life_s=half_life)),
             grace_s=grace,
             lease_s=lease,
+            leader_lease_s=leader_lease,
+            advertise_url=advertise_url,
             bulk_share=bulk_share,
             relay_share=relay_share,
             log_level=log_level.lower(),

@@ -31,6 +31,7 @@ from onecluster.schema import (
     FabricOut,
     JobOut,
     JobSubmit,
+    LeaderOut,
     LinkOut,
     LogsOut,
     PairCheckOut,
@@ -102,7 +103,10 @@ class Client:
         """
         headers = {"Authorization": f"Bearer {usable_token(token)}"} if token else {}
         self._servers = ServerList(base_url)
-        self._http = httpx.Client(headers=headers, timeout=timeout, transport=transport)
+        # Requests name their server in full; the base URL only serves relative paths.
+        self._http = httpx.Client(
+            base_url=self._servers.current, headers=headers, timeout=timeout, transport=transport
+        )
 
     @property
     def base_url(self) -> str:
@@ -160,9 +164,14 @@ class Client:
 
     # -- API ------------------------------------------------------------------------------
 
-    def health(self) -> dict[str, str]:
-        """``GET /healthz``."""
-        return _STR_MAP.validate_python(self._request("GET", "/healthz"))
+    def health(self) -> dict[str, Any]:
+        """``GET /healthz``: ``status``, and with replicas this one's ``role``, the
+        ``leader``'s URL and the ``term``."""
+        return _ANY_MAP.validate_python(self._request("GET", "/healthz"))
+
+    def leader(self) -> LeaderOut:
+        """Who leads the control plane, and every server replica seen lately."""
+        return self._get(f"{_PREFIX}/cluster/leader", _LEADER)
 
     def sites(self) -> list[SiteOut]:
         """Every site with its status and pools."""
@@ -454,6 +463,7 @@ _LINKS = TypeAdapter(list[LinkOut])
 _ROUTES = TypeAdapter(RouteTableOut)
 _CHECKS = TypeAdapter(list[PairCheckOut])
 _EVENTS = TypeAdapter(list[EventOut])
+_LEADER = TypeAdapter(LeaderOut)
 _SCAN = TypeAdapter(ScanOut)
 _DATASET = TypeAdapter(DatasetOut)
 _DATASETS = TypeAdapter(list[DatasetOut])

@@ -10,7 +10,9 @@ from onecluster.schema._agent import (
 from onecluster.schema._bounds import MAX_ID, MAX_INT, MAX_LOG_CHARS
 from onecluster.schema._cluster import (
     HealthOut,
+    LeaderOut,
     PoolOut,
+    ServerOut,
     SiteOut,
     SiteStatsOut,
     StatsOut,
@@ -119,6 +121,7 @@ __all__ = [
     "HopOut",
     "JobOut",
     "JobSubmit",
+    "LeaderOut",
     "LinkEndOut",
     "LinkOut",
     "LinkReport",
@@ -154,6 +157,7 @@ __all__ = [
     "ScanOut",
     "ScanReport",
     "ServeOrder",
+    "ServerOut",
     "SiteOut",
     "SitePath",
     "SiteStatsOut",

@@ -2,17 +2,60 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel
 
 from onecluster.model import SiteStatus
 
-__all__ = ["HealthOut", "PoolOut", "SiteOut", "SiteStatsOut", "StatsOut", "TeamOut"]
+__all__ = [
+    "HealthOut",
+    "LeaderOut",
+    "PoolOut",
+    "ServerOut",
+    "SiteOut",
+    "SiteStatsOut",
+    "StatsOut",
+    "TeamOut",
+]
 
 
 class HealthOut(BaseModel):
-    """``GET /healthz``."""
+    """``GET /healthz``: ``role`` is ``leader`` or ``follower`` (the replica answering),
+    ``leader`` the leader's URL (None while nobody leads or it gave none), ``term`` the
+    leadership term this replica last saw."""
 
     status: str
+    role: Literal["leader", "follower"] = "leader"
+    leader: str | None = None
+    term: int = 0
+
+
+class ServerOut(BaseModel):
+    """A server replica seen in the last ten seconds."""
+
+    id: str
+    url: str | None
+    version: str
+    started_at: float
+    seen_at: float
+    leads: bool
+
+
+class LeaderOut(BaseModel):
+    """``GET /api/v1/cluster/leader``: who leads the control plane, since when and in which
+    term (``leader`` None while the lease is vacant), which replica answered, and every
+    replica seen lately."""
+
+    leader: str | None
+    leader_id: str | None
+    term: int
+    since: float | None
+    expires_in_s: float | None
+    answered_by: str
+    answered_by_id: str
+    role: Literal["leader", "follower"]
+    servers: list[ServerOut]
 
 
 class PoolOut(BaseModel):

@@ -29,6 +29,12 @@ class ServerConfig:
     outlive the control plane").  ``grace_s``: how long an agent waits
     between SIGTERM and SIGKILL when told to stop an attempt.
 
+    ``leader_lease_s``: with several replicas on one database (PostgreSQL), the leadership
+    lease; a leader that dies is replaced within about that long, and a leader that cannot
+    renew it (stalled, cut off from the database) for that long is deposed — its writes are
+    then refused by the database.  ``advertise_url``: the URL other replicas forward
+    leader-only requests to while this one leads (default: the URL it listens on).
+
     ``bulk_share`` and ``relay_share``: the etiquette of transfers — the share of a direct
     circuit's capacity a transfer's path may fill, and of each circuit of a path relayed
     through a third site (whose own traffic comes first: ``docs/decisions.md``).
@@ -44,13 +50,15 @@ class ServerConfig:
     reconcile_interval_s: float = 0.5
     grace_s: float = 10.0
     heartbeat_interval_s: float = 1.0
+    leader_lease_s: float = 2.0
+    advertise_url: str | None = None
     log_level: str = "info"
     bulk_share: float = 1.0
     relay_share: float = 0.5
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "state_dir", Path(self.state_dir))
-        for name in ("lease_s", "reconcile_interval_s", "heartbeat_interval_s"):
+        for name in ("lease_s", "reconcile_interval_s", "heartbeat_interval_s", "leader_lease_s"):
             if not getattr(self, name) > 0:
                 msg = f"server setting {name} must be greater than 0 (got {getattr(self, name)})"
                 raise ValidationError(msg)
@@ -62,6 +70,11 @@ class ServerConfig:
             if not 0 < share <= 1:
                 msg = f"server setting {name} must be a fraction in (0, 1] (got {share})"
                 raise ValidationError(msg, hint="e.g. 0.5 for half of a circuit's capacity")
+        if self.advertise_url is not None and not self.advertise_url.startswith(
+            ("http://", "https://")
+        ):
+            msg = f"the advertised URL {self.advertise_url!r} must start with http:// or https://"
+            raise ValidationError(msg, hint="e.g. --advertise-url http://10.0.0.5:8080")
         if not 0 <= self.port <= 65535:
             msg = f"port {self.port} is not between 0 and 65535"
             raise ValidationError(msg)

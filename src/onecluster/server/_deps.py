@@ -10,9 +10,10 @@ from fastapi import Depends, Header, Request
 from onecluster.errors import UnavailableError
 from onecluster.server._auth import Principal
 from onecluster.server._control import ControlPlane
+from onecluster.server._election import Election
 from onecluster.server._submissions import SubmissionWriter
 
-__all__ = ["Caller", "Control", "Submissions", "principal_of"]
+__all__ = ["Caller", "Control", "Elected", "Submissions", "principal_of"]
 
 
 # The dependencies are ``async``: a plain ``def`` would cost every request two hops through
@@ -53,6 +54,15 @@ async def _submissions(request: Request) -> SubmissionWriter:
     return writer
 
 
+async def _election(request: Request) -> Election:
+    election = getattr(request.app.state, "election", None)
+    if not isinstance(election, Election):
+        msg = "the server is still starting"
+        raise UnavailableError(msg, hint="retry in a moment")
+    return election
+
+
 Control = Annotated[ControlPlane, Depends(_control)]
+Elected = Annotated[Election, Depends(_election)]
 Submissions = Annotated[SubmissionWriter, Depends(_submissions)]
 Caller = Annotated[Principal, Depends(_caller)]

@@ -13,16 +13,22 @@ cost O(queue) and slow submissions down as the queue grows, so the queue is kept
 
 A reload reads the database outside the lock; submissions that commit meanwhile are
 remembered and merged in, so none is missed and none is queued twice.
+
+Other server replicas take submissions, cancels and agent syncs too.  A mirror told to
+:meth:`follow` the database's queue news reads, before each pass, the jobs submitted since
+its cursor (wherever they were submitted) and adds those still pending, and reloads the
+whole queue when the shared queue epoch moved (a job requeued or cancelled anywhere).
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 
 from onecluster.scheduler import PendingJob, PendingQueue
+from onecluster.store import QueueNews
 
 __all__ = ["PendingMirror"]
 
@@ -51,6 +57,21 @@ class PendingMirror:
         # Ids a pass started, so that a submission whose ``added`` call comes late (after a
         # reload already queued the job and a pass started it) does not queue it again.
         self._started: dict[str, None] = {}
+        self._news: Callable[[int | None], QueueNews] | None = None
+        self._fetch: Callable[[Sequence[str]], Iterable[PendingJob]] | None = None
+        self._cursor: int | None = None
+        self._shared_epoch: int | None = None
+
+    def follow(
+        self,
+        news: Callable[[int | None], QueueNews],
+        fetch: Callable[[Sequence[str]], Iterable[PendingJob]],
+    ) -> None:
+        """Before each pass, also take what other processes did to the queue: ``news``
+        (``Store.queue_news``) from the cursor, and ``fetch`` the jobs it names that are
+        still pending."""
+        self._news = news
+        self._fetch = fetch
 
     def added(self, job: PendingJob) -> None:
         """A submission committed: queue it (idempotent)."""
@@ -89,6 +110,7 @@ class PendingMirror:
             yield self._queue
 
     def _refresh(self) -> None:
+        self._take_news()
         epoch = self._epoch()
         with self._lock:
             fresh = (
@@ -113,3 +135,21 @@ class PendingMirror:
             self._queue = loaded
             self._seen_epoch = epoch
             self._loaded_at = time.monotonic()
+
+    def _take_news(self) -> None:
+        if self._news is None or self._fetch is None:
+            return
+        news = self._news(self._cursor)
+        with self._lock:
+            first = self._cursor is None
+            moved = news.epoch != self._shared_epoch
+            self._cursor = news.cursor
+            self._shared_epoch = news.epoch
+            if first or moved:
+                self._seen_epoch = None  # reload: it reads every job the news named too
+                return
+            unknown = [j for j in news.submitted if j not in self._queue and j not in self._started]
+        if not unknown:
+            return
+        for job in self._fetch(unknown):
+            self.added(job)

@@ -9,6 +9,12 @@ scheduler's view from the database and, with the pending queue kept by
 (:mod:`onecluster.server._exports`).
 A phase that fails is logged and counted; the loop goes on with the next phase and the next
 pass.
+
+With several server replicas on one database, only the leader reconciles (:class:`Election`):
+:meth:`Reconciler.run` passes while this replica leads, and every write of a pass is fenced
+with its term, so that the database refuses it once another replica has taken over.  A
+replica that takes office starts as if the server had just started: sites get one lease from
+then to sync before they can expire, and the pending queue is read afresh.
 """
 
 from __future__ import annotations
@@ -22,17 +28,22 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import TypeVar
 
+from onecluster.errors import NotLeaderError
 from onecluster.scheduler import Plan
 from onecluster.server._control import ControlPlane
+from onecluster.server._election import Election
 from onecluster.server._scheduling import scheduler_view
 from onecluster.server._staging import stage_attempts
-from onecluster.store import PlacedPart, PreemptOrder, StartOrder
+from onecluster.store import PlacedPart, PreemptOrder, StartOrder, fenced
 
 __all__ = ["ReconcileStats", "Reconciler"]
 
 _log = logging.getLogger("onecluster.reconcile")
 
 T = TypeVar("T")
+
+#: How often a replica that does not lead looks whether it does now.
+_FOLLOWER_LOOK_S = 0.05
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -51,11 +62,14 @@ class Reconciler:
     """Drives the cluster towards the scheduler's plan; owned by the app's lifespan.
 
     :meth:`step` runs one pass synchronously (tests call it directly); :meth:`run` repeats
-    it every ``reconcile_interval_s`` until cancelled.  Passes never overlap.
+    it every ``reconcile_interval_s`` until cancelled, while ``election`` (if any) says this
+    replica leads.  Passes never overlap.
     """
 
-    def __init__(self, control: ControlPlane) -> None:
+    def __init__(self, control: ControlPlane, election: Election | None = None) -> None:
         self._control = control
+        self._election = election
+        self._office: int | None = None  # the term of the last pass
         # Sites whose leases ran out while no server was up are not lost yet: their agents
         # get one lease from now to sync again before their sites expire.  (Safety does not
         # rest on this — every lease granted is honoured in full, see ``Store.expire_sites`` —
@@ -69,11 +83,45 @@ class Reconciler:
         return self._stats
 
     async def run(self) -> None:
-        """Reconcile forever (until the task is cancelled)."""
+        """Reconcile forever (until the task is cancelled), while this replica leads."""
         interval = self._control.config.reconcile_interval_s
         while True:
-            await asyncio.to_thread(self.step)
+            election = self._election
+            await asyncio.to_thread(self._refresh_fabric)
+            if election is None:
+                await asyncio.to_thread(self.step)
+            elif election.leading:
+                await asyncio.to_thread(self._step_as_leader, election, election.term)
+            else:  # a follower looks again soon: it may take office any moment
+                await asyncio.sleep(min(interval, _FOLLOWER_LOOK_S))
+                continue
             await asyncio.sleep(interval)
+
+    def _step_as_leader(self, election: Election, term: int) -> None:
+        if self._office != term:
+            self.take_office()
+            self._office = term
+        try:
+            with fenced(term):
+                self.step()
+        except NotLeaderError as exc:
+            _log.warning("%s; the pass stopped", exc.message)
+            election.step_down(term)
+            self._office = None
+
+    def _refresh_fabric(self) -> None:
+        """Every replica, leader or not, takes a fabric applied elsewhere before its pass."""
+        try:
+            self._control.refresh_fabric()
+        except Exception:  # noqa: BLE001 -- the loop must go on; the next round retries
+            _log.exception("could not read the fabric in force; the next round retries")
+
+    def take_office(self) -> None:
+        """Start leading: sites get one lease from now to sync again before they can expire
+        (they could not renew while nobody led), and the pending queue is read afresh."""
+        c = self._control
+        self._expire_from = c.clock.now() + c.config.lease_s
+        c.pending.invalidate()
 
     def step(self) -> ReconcileStats:
         """One pass of every phase; returns the counters after it."""
@@ -122,9 +170,11 @@ class Reconciler:
     def _plan(self) -> Plan:
         c = self._control
         now = c.clock.now()
-        view = scheduler_view(c, now)
-        with c.pending.for_pass() as queue:
-            return c.scheduler.plan(view, queue, now)
+        # One fabric for the view and the scheduler, even if another thread swaps it now.
+        with c.fabric_lock:
+            view = scheduler_view(c, now)
+            with c.pending.for_pass() as queue:
+                return c.scheduler.plan(view, queue, now)
 
     def _apply(self, plan: Plan) -> tuple[int, int]:
         if not plan.starts and not plan.preemptions:
@@ -169,6 +219,9 @@ def _phase(
     began = time.perf_counter()
     try:
         return work()
+    except NotLeaderError:
+        failures.append(name)
+        raise  # the pass is over: another replica leads
     except Exception:  # noqa: BLE001 -- one failing phase must never stop the loop
         failures.append(name)
         _log.exception("reconcile phase %r failed; the next pass retries it", name)

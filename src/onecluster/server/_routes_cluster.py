@@ -4,18 +4,20 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 
 from onecluster.schema import (
     ErrorOut,
     HealthOut,
+    LeaderOut,
     SiteOut,
     StatsOut,
     TeamOut,
     TokenCreate,
     TokenOut,
 )
-from onecluster.server._deps import Caller, Control
+from onecluster.server._deps import Caller, Control, Elected
+from onecluster.server._leader_view import leader_out
 
 __all__ = ["router"]
 
@@ -23,9 +25,26 @@ router = APIRouter()
 
 
 @router.get("/healthz", tags=["cluster"])
-async def healthz() -> HealthOut:
-    """Liveness: no token needed; async, so it never queues behind the thread pool."""
-    return HealthOut(status="ok")
+async def healthz(request: Request) -> HealthOut:
+    """Liveness, and whether this replica leads: no token needed; async, so it never queues
+    behind the thread pool."""
+    election = getattr(request.app.state, "election", None)
+    if election is None:
+        return HealthOut(status="ok")
+    stats = election.statistics()
+    return HealthOut(
+        status="ok",
+        role="leader" if stats.leading else "follower",
+        leader=stats.url if stats.leading else stats.leader_url,
+        term=stats.term,
+    )
+
+
+@router.get("/api/v1/cluster/leader", tags=["cluster"])
+def leader(control: Control, election: Elected, _caller: Caller) -> LeaderOut:
+    """Who leads the control plane (from the database), which replica answered, and every
+    replica seen in the last ten seconds."""
+    return leader_out(control, election)
 
 
 @router.get("/api/v1/sites", tags=["cluster"])

@@ -15,6 +15,7 @@ import logging
 import os
 import socket
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import uvicorn
@@ -60,6 +61,8 @@ def serve(config: ServerConfig, *, clock: Clock | None = None) -> None:
 
 def _serve_on(sock: socket.socket, config: ServerConfig, clock: Clock) -> None:
     url = _url_of(config.host, sock.getsockname()[1])
+    if config.advertise_url is None:  # where other replicas reach this one, should it lead
+        config = replace(config, advertise_url=url)
     server = _Server(
         uvicorn.Config(
             create_app(config, clock=clock),

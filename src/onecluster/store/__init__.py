@@ -29,6 +29,7 @@ from onecluster.store._export_records import (
 )
 from onecluster.store._exports import Exports
 from onecluster.store._fabrics import DrainRecord, FabricEpoch, FabricRecord, NewFabric
+from onecluster.store._leadership import LeaderRecord, QueueNews, ServerRecord, new_holder_id
 from onecluster.store._lifecycle import AttemptFacts, Settlement, settle
 from onecluster.store._records import (
     AgentReport,
@@ -46,6 +47,7 @@ from onecluster.store._records import (
 from onecluster.store._staging import Staging, StagingAttempt
 from onecluster.store._store import Store
 from onecluster.store._sync import DEFAULT_LEASE_S
+from onecluster.store._transactions import fenced
 from onecluster.store._transitions import STAGE_CHECK
 
 __all__ = [
@@ -71,6 +73,7 @@ __all__ = [
     "FabricEpoch",
     "FabricRecord",
     "GangMember",
+    "LeaderRecord",
     "LogChunk",
     "NewApproval",
     "NewExport",
@@ -79,10 +82,12 @@ __all__ = [
     "PlacedPart",
     "PreemptOrder",
     "PushResult",
+    "QueueNews",
     "ReplicaHeld",
     "ReplicaRecord",
     "ScanProgress",
     "ScanRecord",
+    "ServerRecord",
     "Settlement",
     "SiteRecord",
     "Staging",
@@ -94,7 +99,9 @@ __all__ = [
     "TransferProgress",
     "TransferRecord",
     "VersionRecord",
+    "fenced",
     "make_engine",
     "migrate",
+    "new_holder_id",
     "settle",
 ]

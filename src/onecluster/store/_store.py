@@ -15,8 +15,9 @@ from onecluster.model import TERMINAL_STATES, AttemptRecord, JobRecord, JobSpec,
 from onecluster.store._convert import attempt_record, job_record, site_record
 from onecluster.store._data import DataStore
 from onecluster.store._engine import make_engine, migrate
-from onecluster.store._fabrics import Fabrics
 from onecluster.store._events import EventValues, record_events
+from onecluster.store._fabrics import Fabrics
+from onecluster.store._leadership import Leadership
 from onecluster.store._records import (
     Assignment,
     EventRecord,
@@ -42,7 +43,7 @@ from onecluster.store._transitions import settle_job as _settle
 __all__ = ["Store"]
 
 
-class Store(DataStore, Fabrics):
+class Store(DataStore, Leadership, Fabrics):
     """Jobs, attempts, tokens, sites, logs and events in one SQL database, and the datasets,
     scans, transfers and replicas of :class:`DataStore`.
 

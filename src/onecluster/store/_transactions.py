@@ -1,24 +1,49 @@
 """The transaction machinery every repository of the store shares: one session per call,
-writers queued, conflicts retried, outages translated."""
+writers queued, conflicts retried, outages translated, and leader-only work fenced.
+
+A thread that runs under :func:`fenced` (the leader's reconcile loop) has every write
+transaction begin with the fencing check of :mod:`onecluster.store._fence`: the database
+refuses it (:class:`NotLeaderError`, nothing written) once the term it was given no longer
+holds the lease.  A transaction that requeued or cancelled jobs also bumps the shared queue
+epoch, so that a leader in another process notices.
+"""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextvars import ContextVar
 from typing import TypeVar
 
-from sqlalchemy import Engine
+from sqlalchemy import Engine, text
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import Session
 
 from onecluster.errors import UnavailableError
 from onecluster.store._engine import READ_ONLY_OPTION
+from onecluster.store._fence import check_fence
 from onecluster.store._transitions import PENDING_CHANGED
 
-__all__ = ["Transactions"]
+__all__ = ["Transactions", "fenced"]
 
 T = TypeVar("T")
+
+#: The term the current thread's writes are fenced with (``None``: not fenced).
+_FENCE: ContextVar[int | None] = ContextVar("onecluster_fence", default=None)
+
+
+@contextmanager
+def fenced(term: int) -> Iterator[None]:
+    """Fence every write transaction this thread runs inside with ``term``: each one first
+    checks in the database that ``term`` still holds the leadership lease, and is refused
+    (:class:`NotLeaderError`) otherwise."""
+    token = _FENCE.set(term)
+    try:
+        yield
+    finally:
+        _FENCE.reset(token)
+
 
 #: SQLSTATEs after which PostgreSQL asks the client to run the transaction again.
 _RETRY_SQLSTATES = frozenset({"40001", "40P01"})
@@ -66,7 +91,12 @@ class Transactions:
             try:
                 with Session(bind, expire_on_commit=False) as session:
                     with self._writer if write else nullcontext(), session.begin():
+                        term = _FENCE.get() if write else None
+                        if term is not None:
+                            check_fence(session, term)
                         result = work(session)
+                        if session.info.get(PENDING_CHANGED):
+                            session.execute(_BUMP_QUEUE_EPOCH)
                     if session.info.get(PENDING_CHANGED):
                         with self._epoch_lock:
                             self._pending_epoch += 1
@@ -84,3 +114,6 @@ class Transactions:
 
     def _read(self, work: Callable[[Session], T]) -> T:
         return self._run(work, write=False)
+
+
+_BUMP_QUEUE_EPOCH = text("UPDATE queue_epoch SET epoch = epoch + 1 WHERE id = 1")
