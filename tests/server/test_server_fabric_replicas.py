@@ -19,7 +19,7 @@ from sqlalchemy import text
 from onecluster.clock import ManualClock
 from onecluster.fabric import dump_fabric
 from onecluster.model import GpuPool, Site
-from onecluster.schema import AgentSync, DrainIn, FabricApply, TokenCreate
+from onecluster.schema import AgentSync, DrainIn, FabricApply, JobSubmit, TokenCreate
 from onecluster.store import make_engine
 from onecluster.store._tables import Base
 
@@ -96,12 +96,14 @@ def test_a_replica_that_has_not_refreshed_yet_accepts_the_new_site_s_agent(
     )
     a.admin().apply_fabric(FabricApply(yaml=dump_fabric(grown)))
     token = a.admin().create_token(TokenCreate(role="agent", site="nagoya")).token
-    # (b's loop may or may not have taken the new fabric yet: either way the sync is taken)
+    # b follows: it forwards the sync to a, which leads (and may not have refreshed yet)
     reply = b.client(token).agent_sync(
         "nagoya", AgentSync(agent_id="agent-1", capacity={"H100": 8})
     )
     assert reply.attempts == []
-    assert b.control.fabric.has_site("nagoya")
+    assert a.control.fabric.has_site("nagoya")
+    assert "nagoya" in {s.site for s in a.control.store.sites()}
+    _wait(lambda: b.control.fabric.has_site("nagoya"))  # and b takes it within a second
 
 
 def _wait(condition: Callable[[], bool], timeout_s: float = 20.0) -> None:
@@ -109,3 +111,24 @@ def _wait(condition: Callable[[], bool], timeout_s: float = 20.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, "the replicas did not agree in time"
         time.sleep(0.02)
+
+
+def test_when_the_leader_stops_the_follower_leads_and_places_what_was_submitted_to_it(
+    replicas: tuple[RunningServer, RunningServer],
+) -> None:
+    a, b = replicas
+    admin_b = b.client(a.admin_token)
+    assert admin_b.health()["role"] == "follower" and admin_b.health()["leader"] == a.url
+    agent = a.admin().create_token(TokenCreate(role="agent", site="tokyo")).token
+    b.client(agent).agent_sync("tokyo", AgentSync(agent_id="agent-1"))  # forwarded to a
+    job = admin_b.submit(
+        JobSubmit(team="speech", gpus=8, duration_s=60.0, gpu_types=["L40S"], command=["true"])
+    )
+    a.stop()  # a clean stop gives the lease up
+    _wait(lambda: b._app.state.election.leading)
+    seen = admin_b.leader()
+    assert (seen.leader, seen.term, seen.role) == (b.url, 2, "leader")
+    b.step()  # b's queue follows what was submitted while a led
+    assert admin_b.job(job.id).state == "running"
+    kinds = [e.kind for e in admin_b.events(kind="leader")]
+    assert kinds == ["leader_elected", "leader_resigned", "leader_elected"]

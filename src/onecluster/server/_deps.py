@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 from fastapi import Depends, Header, Request
 
@@ -15,17 +15,24 @@ from onecluster.server._submissions import SubmissionWriter
 
 __all__ = ["Caller", "Control", "Elected", "Submissions", "principal_of"]
 
+T = TypeVar("T")
+
 
 # The dependencies are ``async``: a plain ``def`` would cost every request two hops through
 # the thread pool.
 
 
-async def _control(request: Request) -> ControlPlane:
-    control = getattr(request.app.state, "control", None)
-    if not isinstance(control, ControlPlane):
+def _running(request: Request, name: str, kind: type[T]) -> T:
+    """``app.state.<name>``, which the lifespan sets while the app runs; 503 before that."""
+    found = getattr(request.app.state, name, None)
+    if not isinstance(found, kind):
         msg = "the server is still starting"
         raise UnavailableError(msg, hint="retry in a moment")
-    return control
+    return found
+
+
+async def _control(request: Request) -> ControlPlane:
+    return _running(request, "control", ControlPlane)
 
 
 async def _caller(
@@ -47,19 +54,11 @@ async def principal_of(request: Request) -> Principal:
 
 
 async def _submissions(request: Request) -> SubmissionWriter:
-    writer = getattr(request.app.state, "submissions", None)
-    if not isinstance(writer, SubmissionWriter):
-        msg = "the server is still starting"
-        raise UnavailableError(msg, hint="retry in a moment")
-    return writer
+    return _running(request, "submissions", SubmissionWriter)
 
 
 async def _election(request: Request) -> Election:
-    election = getattr(request.app.state, "election", None)
-    if not isinstance(election, Election):
-        msg = "the server is still starting"
-        raise UnavailableError(msg, hint="retry in a moment")
-    return election
+    return _running(request, "election", Election)
 
 
 Control = Annotated[ControlPlane, Depends(_control)]

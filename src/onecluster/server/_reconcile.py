@@ -44,6 +44,8 @@ T = TypeVar("T")
 
 #: How often a replica that does not lead looks whether it does now.
 _FOLLOWER_LOOK_S = 0.05
+#: How often every replica looks, at the least, for a fabric applied at another one.
+_FABRIC_LOOK_S = 1.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -70,6 +72,7 @@ class Reconciler:
         self._control = control
         self._election = election
         self._office: int | None = None  # the term of the last pass
+        self._fabric_due = 0.0  # when to look for a fabric applied elsewhere (monotonic)
         # Sites whose leases ran out while no server was up are not lost yet: their agents
         # get one lease from now to sync again before their sites expire.  (Safety does not
         # rest on this — every lease granted is honoured in full, see ``Store.expire_sites`` —
@@ -87,7 +90,9 @@ class Reconciler:
         interval = self._control.config.reconcile_interval_s
         while True:
             election = self._election
-            await asyncio.to_thread(self._refresh_fabric)
+            if time.monotonic() >= self._fabric_due:  # at most once a pass, or a second
+                self._fabric_due = time.monotonic() + min(interval, _FABRIC_LOOK_S)
+                await asyncio.to_thread(self._refresh_fabric)
             if election is None:
                 await asyncio.to_thread(self.step)
             elif election.leading:
