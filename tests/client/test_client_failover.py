@@ -63,6 +63,8 @@ class Replicas:
     def __init__(self, **modes: str) -> None:
         self.modes = modes
         self.seen: list[tuple[str, str, str]] = []  # (host, method, path)
+        self.pauses: list[float] = []  # the client's sleeps while an election is under way
+        self.after_pause: dict[str, str] = {}  # what modes become once the client has paused
 
     def handler(self, request: httpx.Request) -> httpx.Response:
         host = request.url.host
@@ -92,7 +94,12 @@ class Replicas:
         return httpx.Response(200, json={"status": "ok", "replica": host})
 
     def client(self, servers: Any) -> Client:
-        return Client(servers, "tok", transport=httpx.MockTransport(self.handler))
+        transport = httpx.MockTransport(self.handler)
+        return Client(servers, "tok", transport=transport, sleep=self.pause)
+
+    def pause(self, seconds: float) -> None:
+        self.pauses.append(seconds)
+        self.modes.update(self.after_pause)
 
     @property
     def hosts(self) -> list[str]:
@@ -204,10 +211,37 @@ def test_one_replica_keeps_the_errors_it_always_had() -> None:
     with replicas.client(A) as client, pytest.raises(NotLeaderError) as raised:
         client.health()
     assert (raised.value.message, raised.value.hint) == ("a.test cannot", "wait")
+    assert sum(replicas.pauses) <= 10.0 < sum(replicas.pauses) + 1.0  # it waited out 10 s
     replicas.modes["a.test"] = "refused"
     with replicas.client(A) as client, pytest.raises(UnavailableError) as unreachable:
         client.health()
     assert unreachable.value.message.startswith(f"cannot reach the onecluster server at {A}: ")
+
+
+@pytest.mark.parametrize("servers", [A, f"{A},{B}"])
+def test_while_nobody_leads_a_submission_waits_for_the_election_and_is_done_once(
+    servers: str,
+) -> None:
+    replicas = Replicas(**{"a.test": "not-leader", "b.test": "not-leader"})
+    replicas.after_pause = {"a.test": "ok"}  # a's lease taken over after the first pause
+    with replicas.client(servers) as client:
+        assert client.submit(SUBMIT).id == "j-1"
+    assert replicas.pauses == [0.1]
+    posts = [host for host, method, _ in replicas.seen if method == "POST"]
+    assert posts.count("a.test") == 2 and len(posts) == (2 if servers == A else 3)
+
+
+def test_an_election_is_waited_for_only_while_every_replica_says_not_leader() -> None:
+    replicas = Replicas(**{"a.test": "not-leader", "b.test": "503"})
+    with replicas.client(f"{A},{B}") as client, pytest.raises(UnavailableError) as raised:
+        client.jobs()
+    assert not isinstance(raised.value, NotLeaderError)
+    assert replicas.pauses == []  # b is down for another reason: no election to wait for
+    many = Replicas(**{"a.test": "not-leader", "b.test": "not-leader"})
+    with many.client(f"{A},{B}") as client, pytest.raises(NotLeaderError) as waited:
+        client.jobs()
+    assert waited.value.message.startswith("no onecluster server answered GET /api/v1/jobs")
+    assert many.pauses[:5] == [0.1, 0.2, 0.4, 0.8, 1.0]
 
 
 @pytest.mark.parametrize(

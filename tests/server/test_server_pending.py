@@ -77,3 +77,18 @@ def test_a_submission_during_a_reload_is_neither_lost_nor_doubled() -> None:
 
     mirror = PendingMirror(load_and_submit, lambda: db.epoch)
     assert ids(mirror) == ["late"]
+
+
+def test_a_follower_keeps_no_queue_and_reads_it_whole_when_it_takes_office() -> None:
+    db, mirror = make()
+    ids(mirror)
+    mirror.stand_by()
+    for n in range(1000):  # submissions at a follower: none is kept
+        db.rows.append(pj(f"j{n:04}"))
+        mirror.added(pj(f"j{n:04}"))
+    assert mirror.standing_by and len(mirror._queue) == 0
+    loads = db.loads
+    mirror.resume()
+    assert len(ids(mirror)) == 1000 and db.loads == loads + 1
+    mirror.added(pj("j9999"))  # leading again: a submission is queued as before
+    assert "j9999" in ids(mirror)

@@ -42,7 +42,20 @@ def test_a_deposed_leaders_fenced_write_is_refused_and_changes_nothing(store: St
     while not store.leader().vacant:
         pass
     store.lead("b", url=None, lease_s=30.0, now=2.0)
-    with fenced(old.term), pytest.raises(NotLeaderError, match="taken over"):
+    with fenced(old.term, "a"), pytest.raises(NotLeaderError, match="taken over"):
+        store.cancel_job(job.id, now=3.0)
+    assert store.job(job.id).state == JobState.PENDING
+
+
+def test_a_deposed_leader_that_learnt_the_new_term_still_cannot_write_with_it(
+    store: Store,
+) -> None:
+    store.lead("a", url=None, lease_s=0.2, now=1.0)
+    job = store.add_job(spec(), now=1.0)
+    while not store.leader().vacant:
+        pass
+    new = store.lead("b", url=None, lease_s=30.0, now=2.0)
+    with fenced(new.term, "a"), pytest.raises(NotLeaderError, match="taken over"):
         store.cancel_job(job.id, now=3.0)
     assert store.job(job.id).state == JobState.PENDING
 
@@ -52,18 +65,18 @@ def test_a_lapsed_lease_refuses_fenced_writes_until_it_is_taken_again(store: Sto
     job = store.add_job(spec(), now=1.0)
     while not store.leader().vacant:
         pass
-    with fenced(held.term), pytest.raises(NotLeaderError, match="lapsed"):
+    with fenced(held.term, "a"), pytest.raises(NotLeaderError, match="lapsed"):
         store.cancel_job(job.id, now=3.0)
     again = store.lead("a", url=None, lease_s=30.0, now=4.0)
     assert again.term == held.term + 1
-    with fenced(again.term):
+    with fenced(again.term, "a"):
         store.cancel_job(job.id, now=5.0)
     assert store.job(job.id).state == JobState.CANCELLED
 
 
 def test_reads_and_unfenced_writes_go_on_whoever_leads(store: Store) -> None:
     store.lead("a", url=None, lease_s=30.0, now=1.0)
-    with fenced(99):
+    with fenced(99, "a"):
         assert store.pending_jobs() == []  # a read is never fenced
     assert store.add_job(spec(), now=1.0).state == JobState.PENDING
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -13,7 +14,7 @@ from pydantic import BaseModel, TypeAdapter
 from onecluster.client._errors import error_from_response
 from onecluster.client._servers import ServerList, describe_tries
 from onecluster.client._token import usable_token
-from onecluster.errors import NotFoundError, PlatformError, UnavailableError
+from onecluster.errors import NotFoundError, NotLeaderError, PlatformError, UnavailableError
 from onecluster.schema import (
     AgentSync,
     AgentSyncReply,
@@ -58,6 +59,8 @@ __all__ = ["Client"]
 M = TypeVar("M")
 
 _PREFIX = "/api/v1"
+_FIRST_PAUSE_S = 0.1  # waiting out an election: the first pause, doubled up to the last
+_LAST_PAUSE_S = 1.0
 
 
 class Client:
@@ -85,6 +88,12 @@ class Client:
     submission created), so it is not sent again: :class:`UnavailableError` saying that its
     outcome is unknown, naming the replica.  Any other answer (2xx, 4xx, 500) is the answer.
     Errors name every URL tried.  Each try gets the whole ``timeout``.
+
+    **An election.**  Where every replica answered ``not_leader`` (nobody leads yet: a
+    leader just died or restarted, and its lease has not run out), the request waits for the
+    election and is sent again, for at most ``election_wait_s`` (10 s; a lease is 2 s by
+    default), backing off from 0.1 s to 1 s; then :class:`NotLeaderError`.  Safe for a
+    ``POST``: a 503 did nothing.
     """
 
     def __init__(
@@ -93,9 +102,12 @@ class Client:
         token: str | None = None,
         *,
         timeout: float = 10.0,
+        election_wait_s: float = 10.0,
         transport: httpx.BaseTransport | None = None,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        """``transport`` replaces the network (e.g. ``httpx.MockTransport`` in tests).
+        """``transport`` replaces the network (e.g. ``httpx.MockTransport`` in tests), and
+        ``sleep`` the pause while an election is under way.
 
         :class:`ValidationError` for a server list that cannot work (:func:`parse_servers`).
         Whitespace around ``token`` is dropped; :class:`AuthError` if it is malformed (see
@@ -103,6 +115,8 @@ class Client:
         """
         headers = {"Authorization": f"Bearer {usable_token(token)}"} if token else {}
         self._servers = ServerList(base_url)
+        self._election_wait_s = election_wait_s
+        self._sleep = sleep
         # Requests name their server in full; the base URL only serves relative paths.
         self._http = httpx.Client(
             base_url=self._servers.current, headers=headers, timeout=timeout, transport=transport
@@ -121,9 +135,24 @@ class Client:
     # -- plumbing -------------------------------------------------------------------------
 
     def _request(self, method: str, path: str, *, json: Any = None, params: Any = None) -> Any:
-        """One request, failing over between the servers as the class says."""
+        """One request, failing over between the servers and waiting out an election as the
+        class says."""
+        waited, pause = 0.0, _FIRST_PAUSE_S
+        while True:
+            try:
+                return self._send(method, path, json=json, params=params)
+            except NotLeaderError:
+                if waited + pause > self._election_wait_s:
+                    raise
+                self._sleep(pause)
+                waited += pause
+                pause = min(2 * pause, _LAST_PAUSE_S)
+
+    def _send(self, method: str, path: str, *, json: Any, params: Any) -> Any:
+        """One request, failing over between the servers once each."""
         tries: list[tuple[str, str]] = []
         unavailable: PlatformError | None = None
+        electing = True  # every replica so far answered not_leader
         for base in self._servers.rotation():
             try:
                 response = self._http.request(method, base + path, json=json, params=params)
@@ -133,24 +162,30 @@ class Client:
                     several = len(self._servers) > 1
                     raise _outcome_unknown(method, path, base, exc, tries, several=several) from exc
                 tries.append((base, _reason(exc)))
+                electing = False
                 self._servers.failed(base)
                 if len(self._servers) == 1:
                     msg = f"cannot reach the onecluster server at {base}: {exc}"
                     raise UnavailableError(msg, hint="is `onecluster server` running?") from exc
                 continue
             if response.status_code == 503:
-                unavailable = error_from_response(response)
-                tries.append((base, f"answered 503: {unavailable.message}"))
+                refusal = error_from_response(response)
+                electing = electing and isinstance(refusal, NotLeaderError)
+                unavailable = refusal
+                tries.append((base, f"answered 503: {refusal.message}"))
                 self._servers.failed(base)
                 if len(self._servers) == 1:
-                    raise unavailable
+                    raise refusal
                 continue
+            electing = False
             self._servers.answered(base)
             if response.is_error:
                 raise error_from_response(response)
             return response.json()
         msg = f"no onecluster server answered {method} {path}; tried {describe_tries(tries)}"
         hint = unavailable.hint if unavailable is not None and unavailable.hint else None
+        if electing:
+            raise NotLeaderError(msg, hint=hint)
         raise UnavailableError(msg, hint=hint or "is `onecluster server` running at any of them?")
 
     def _get(self, path: str, adapter: TypeAdapter[M], **params: Any) -> M:

@@ -104,8 +104,8 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     install_error_handlers(app)
-    app.add_middleware(BodyLimits)
-    app.add_middleware(LeaderForwarding)  # outermost: a forwarded body is checked by the leader
+    app.add_middleware(LeaderForwarding)
+    app.add_middleware(BodyLimits)  # outermost: a follower never buffers a body over the limit
     app.include_router(_routes_cluster.router)
     app.include_router(_routes_jobs.router)
     app.include_router(_routes_agents.router)

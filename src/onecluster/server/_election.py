@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from onecluster import __version__
@@ -78,6 +80,11 @@ class Election:
         self._elected = 0
         self._deposed = 0
         self._was_leading = False
+        # ``_term`` and ``_leading_until`` change together, under this lock: a pass must never
+        # pair "leading" read before a deposition with a term read after it.
+        self._lock = threading.Lock()
+        # Its own thread: a renewal never waits behind API work on the default pool.
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="election")
 
     # -- state ----------------------------------------------------------------------------
 
@@ -90,6 +97,12 @@ class Election:
     def term(self) -> int:
         """The term this replica leads in, or the last term it saw."""
         return self._term
+
+    def mandate(self) -> int | None:
+        """The term this replica leads in now, or None: one consistent reading of both, for
+        work to be fenced with (``store.fenced(term, holder)``)."""
+        with self._lock:
+            return self._term if self._monotonic() < self._leading_until else None
 
     @property
     def leader_url(self) -> str | None:
@@ -126,28 +139,31 @@ class Election:
             self.holder, url=self.url, lease_s=self.lease_s, now=self._clock.now()
         )
         self._seen = record
-        if record.held_by(self.holder):
-            if record.term != self._term or not self._was_leading:
-                self._elected += 1
-                _log.warning("this server leads the control plane now (term %d)", record.term)
-            self._term = record.term
-            self._leading_until = sent + self.lease_s * (1 - _MARGIN_SHARE)
-            self._was_leading = True
-        else:
-            self._stop_leading(record.term)
+        with self._lock:
+            if record.held_by(self.holder):
+                if record.term != self._term or not self._was_leading:
+                    self._elected += 1
+                    _log.warning("this server leads the control plane now (term %d)", record.term)
+                self._term = record.term
+                self._leading_until = sent + self.lease_s * (1 - _MARGIN_SHARE)
+                self._was_leading = True
+            else:
+                self._stop_leading(record.term)
         self._note()
         return self.leading
 
     def step_down(self, term: int) -> None:
         """The database refused a fenced write of ``term``: stop leading at once."""
-        if term == self._term:
-            self._stop_leading(term)
+        with self._lock:
+            if term == self._term:
+                self._stop_leading(term)
 
     def resign(self) -> None:
         """Give the lease up (a clean shutdown), so another replica takes it at once."""
-        was = self._term if self.leading else None
-        self._leading_until = float("-inf")
-        self._was_leading = False
+        with self._lock:
+            was = self._term if self._monotonic() < self._leading_until else None
+            self._leading_until = float("-inf")
+            self._was_leading = False
         try:
             if was is not None:
                 self._store.resign(self.holder, was, now=self._clock.now())
@@ -156,17 +172,23 @@ class Election:
             _log.warning("could not give the leadership up cleanly: %s", exc.message)
 
     async def run(self) -> None:
-        """Renew or compete every quarter lease, forever (until cancelled)."""
+        """Renew or compete every quarter lease, forever (until cancelled), on a thread of
+        its own."""
         every = self.lease_s / 4
-        while True:
-            began = self._monotonic()
-            try:
-                await asyncio.to_thread(self.tick)
-            except PlatformError as exc:
-                _log.warning("cannot renew or take the leadership lease: %s", exc.message)
-            await asyncio.sleep(max(0.0, every - (self._monotonic() - began)))
+        loop = asyncio.get_running_loop()
+        try:
+            while True:
+                began = self._monotonic()
+                try:
+                    await loop.run_in_executor(self._executor, self.tick)
+                except PlatformError as exc:
+                    _log.warning("cannot renew or take the leadership lease: %s", exc.message)
+                await asyncio.sleep(max(0.0, every - (self._monotonic() - began)))
+        finally:
+            self._executor.shutdown(wait=False)
 
     def _stop_leading(self, term: int) -> None:
+        # Under ``_lock``.
         if self._was_leading:
             self._deposed += 1
             _log.warning("this server no longer leads (term %d)", max(term, self._term))

@@ -81,21 +81,30 @@ class LeaderForwarding:
             await _no_leader(scope, receive, send, forwarded=FORWARDED_HEADER in headers)
             return
         body = await _body(receive)
+        if body is None:  # the client went away mid-body: forward nothing
+            return
+        # The path as the client sent it (its escapes kept), and the query string unparsed.
+        path = scope.get("raw_path") or scope["path"].encode("latin-1")
+        query = scope.get("query_string", b"")
+        url = (
+            target.rstrip("/")
+            + path.decode("latin-1")
+            + ("?" + query.decode("latin-1") if query else "")
+        )
         try:
             answer = await http.request(
                 scope["method"],
-                target.rstrip("/") + scope["path"],
-                params=scope.get("query_string", b"").decode("latin-1") or None,
+                url,
                 content=body,
                 headers=[(k, v) for k, v in headers.items() if k.lower() not in _NOT_PASSED]
                 + [(FORWARDED_HEADER, election.url or election.holder)],
             )
-        except httpx.HTTPError:
+        except (httpx.HTTPError, httpx.InvalidURL):
             await _no_leader(scope, _no_receive, send, forwarded=False, tried=target)
             return
         passed = [
             (k.encode("latin-1"), v.encode("latin-1"))
-            for k, v in answer.headers.items()
+            for k, v in answer.headers.multi_items()
             if k.lower() not in _NOT_PASSED and k.lower() != "content-encoding"
         ]
         passed.append((b"content-length", str(len(answer.content)).encode()))
@@ -103,28 +112,34 @@ class LeaderForwarding:
         await send({"type": "http.response.body", "body": answer.content})
 
 
-async def _body(receive: Receive) -> bytes:
+async def _body(receive: Receive) -> bytes | None:
+    """The whole request body (bounded by :class:`BodyLimits`, outside this middleware), or
+    None if the client disconnected before sending all of it."""
     chunks: list[bytes] = []
     while True:
         message: Message = await receive()
         if message["type"] == "http.disconnect":
-            break
+            return None
         chunks.append(message.get("body", b""))
         if not message.get("more_body", False):
-            break
-    return b"".join(chunks)
+            return b"".join(chunks)
 
 
 async def _no_leader(
     scope: Scope, receive: Receive, send: Send, *, forwarded: bool, tried: str | None = None
 ) -> None:
+    hint = "retry in a second"
     if forwarded:
         msg = "this replica was sent a request for the leader, but it does not lead"
+        hint = (
+            "retry in a second; if this persists, a replica's --advertise-url reaches another "
+            "replica (a load balancer?): each must name the replica itself"
+        )
     elif tried is not None:
         msg = f"this replica does not lead, and the leader at {tried} cannot be reached"
     else:
         msg = "no replica leads the control plane right now (an election is under way)"
-    response = error_response(NotLeaderError(msg, hint="retry in a second"))
+    response = error_response(NotLeaderError(msg, hint=hint))
     await response(scope, receive, send)
 
 

@@ -18,6 +18,9 @@ Other server replicas take submissions, cancels and agent syncs too.  A mirror t
 :meth:`follow` the database's queue news reads, before each pass, the jobs submitted since
 its cursor (wherever they were submitted) and adds those still pending, and reloads the
 whole queue when the shared queue epoch moved (a job requeued or cancelled anywhere).
+A replica that follows (does not lead) keeps no queue at all (:meth:`stand_by`): it would
+only grow, since no pass of its own ever takes a job out; it reads the whole queue afresh
+when it takes office (:meth:`resume`).
 """
 
 from __future__ import annotations
@@ -61,6 +64,7 @@ class PendingMirror:
         self._fetch: Callable[[Sequence[str]], Iterable[PendingJob]] | None = None
         self._cursor: int | None = None
         self._shared_epoch: int | None = None
+        self._standing_by = False
 
     def follow(
         self,
@@ -73,10 +77,33 @@ class PendingMirror:
         self._news = news
         self._fetch = fetch
 
-    def added(self, job: PendingJob) -> None:
-        """A submission committed: queue it (idempotent)."""
+    def stand_by(self) -> None:
+        """This replica does not lead: forget the queue and ignore submissions until
+        :meth:`resume` (idempotent)."""
         with self._lock:
-            if job.job_id in self._started:
+            if self._standing_by:
+                return
+            self._standing_by = True
+            self._queue = PendingQueue()
+            self._started.clear()
+            self._seen_epoch = None
+
+    def resume(self) -> None:
+        """This replica leads (again): read the whole queue before the next pass."""
+        with self._lock:
+            self._standing_by = False
+            self._seen_epoch = None
+            self._cursor = None
+
+    @property
+    def standing_by(self) -> bool:
+        """Whether the mirror ignores submissions (:meth:`stand_by`)."""
+        return self._standing_by
+
+    def added(self, job: PendingJob) -> None:
+        """A submission committed: queue it (idempotent; ignored while standing by)."""
+        with self._lock:
+            if self._standing_by or job.job_id in self._started:
                 return
             if self._during_reload is not None:
                 self._during_reload.append(job)

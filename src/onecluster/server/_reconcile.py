@@ -95,9 +95,11 @@ class Reconciler:
                 await asyncio.to_thread(self._refresh_fabric)
             if election is None:
                 await asyncio.to_thread(self.step)
-            elif election.leading:
-                await asyncio.to_thread(self._step_as_leader, election, election.term)
-            else:  # a follower looks again soon: it may take office any moment
+            elif (term := election.mandate()) is not None:
+                await asyncio.to_thread(self._step_as_leader, election, term)
+            else:  # a follower keeps no queue, and looks again soon: it may take office
+                self._control.pending.stand_by()
+                self._office = None
                 await asyncio.sleep(min(interval, _FOLLOWER_LOOK_S))
                 continue
             await asyncio.sleep(interval)
@@ -107,7 +109,7 @@ class Reconciler:
             self.take_office()
             self._office = term
         try:
-            with fenced(term):
+            with fenced(term, election.holder):
                 self.step()
         except NotLeaderError as exc:
             _log.warning("%s; the pass stopped", exc.message)
@@ -126,7 +128,7 @@ class Reconciler:
         (they could not renew while nobody led), and the pending queue is read afresh."""
         c = self._control
         self._expire_from = c.clock.now() + c.config.lease_s
-        c.pending.invalidate()
+        c.pending.resume()
 
     def step(self) -> ReconcileStats:
         """One pass of every phase; returns the counters after it."""

@@ -13,8 +13,10 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from fastapi.routing import APIRoute
 
+from onecluster.errors import NotLeaderError
 from onecluster.schema import AgentSync, AgentSyncReply, ErrorOut
-from onecluster.server._deps import Caller, Control, principal_of
+from onecluster.server._deps import Caller, Control, Elected, principal_of
+from onecluster.store import fenced
 
 __all__ = ["router"]
 
@@ -46,9 +48,22 @@ router = APIRouter(prefix="/api/v1/agents", tags=["agents"], route_class=_AgentF
         }
     },
 )
-async def sync(site: str, body: AgentSync, control: Control, caller: Caller) -> AgentSyncReply:
+async def sync(
+    site: str, body: AgentSync, control: Control, election: Elected, caller: Caller
+) -> AgentSyncReply:
     """Record the agent's report (idempotently), renew the site's lease and answer with the
     desired attempts."""
     received = control.clock.now()
     caller.require_agent_of(site)
-    return await asyncio.to_thread(control.agent_sync, site, body, received=received)
+    # Only the leader takes syncs (a follower forwards them); fenced like its reconcile
+    # writes, so a replica deposed meanwhile records nothing.
+    term = election.mandate()
+    if term is None:
+        msg = "this replica stopped leading before it could take the sync"
+        raise NotLeaderError(msg, hint="the agent sends it again, to the leader")
+
+    def record() -> AgentSyncReply:
+        with fenced(term, election.holder):
+            return control.agent_sync(site, body, received=received)
+
+    return await asyncio.to_thread(record)

@@ -63,6 +63,12 @@ def _serve_on(sock: socket.socket, config: ServerConfig, clock: Clock) -> None:
     url = _url_of(config.host, sock.getsockname()[1])
     if config.advertise_url is None:  # where other replicas reach this one, should it lead
         config = replace(config, advertise_url=url)
+        if config.db_url is not None and _on_loopback(url):
+            _log.warning(
+                "this server tells the other replicas on its database to reach it at %s; "
+                "replicas on other hosts cannot: give it --advertise-url",
+                url,
+            )
     server = _Server(
         uvicorn.Config(
             create_app(config, clock=clock),
@@ -151,6 +157,11 @@ def _state_dir_lock(state_dir: Path) -> Iterator[None]:
 def _unusable(state_dir: Path, exc: OSError) -> ValidationError:
     msg = f"the state folder {state_dir} cannot be used: {exc.strerror or exc}"
     return ValidationError(msg, hint="pass --state-dir with a folder you can write")
+
+
+def _on_loopback(url: str) -> bool:
+    host = url.split("://", 1)[-1].rsplit(":", 1)[0].strip("[]")
+    return host in ("127.0.0.1", "::1", "localhost")
 
 
 def _url_of(host: str, port: int) -> str:

@@ -47,16 +47,16 @@ def _now_expression(session: Session) -> ColumnElement[float]:
     return literal_column("((julianday('now') - 2440587.5) * 86400.0)", Double)
 
 
-def check_fence(session: Session, term: int) -> None:
-    """:class:`NotLeaderError` unless ``term`` holds an unexpired lease now; run first in
-    every fenced transaction, it holds the row (``FOR KEY SHARE``) until the transaction
-    ends, so no takeover can commit in between."""
+def check_fence(session: Session, term: int, holder: str) -> None:
+    """:class:`NotLeaderError` unless ``holder`` holds an unexpired lease in ``term`` now; run
+    first in every fenced transaction, it holds the row (``FOR KEY SHARE``) until the
+    transaction ends, so no takeover can commit in between."""
     row = session.scalars(
         select(LeaderRow)
         .where(LeaderRow.id == LEADER_ROW)
         .with_for_update(read=True, key_share=True)
     ).one()
-    if row.term != term:
+    if row.term != term or row.holder != holder:
         msg = f"this server's leadership (term {term}) was taken over (term {row.term} now)"
         raise NotLeaderError(msg, hint="another replica leads; this one follows from now on")
     if row.expires_at <= db_now(session):

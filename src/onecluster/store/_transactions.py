@@ -29,16 +29,16 @@ __all__ = ["Transactions", "fenced"]
 
 T = TypeVar("T")
 
-#: The term the current thread's writes are fenced with (``None``: not fenced).
-_FENCE: ContextVar[int | None] = ContextVar("onecluster_fence", default=None)
+#: The (term, holder) the current thread's writes are fenced with (``None``: not fenced).
+_FENCE: ContextVar[tuple[int, str] | None] = ContextVar("onecluster_fence", default=None)
 
 
 @contextmanager
-def fenced(term: int) -> Iterator[None]:
-    """Fence every write transaction this thread runs inside with ``term``: each one first
-    checks in the database that ``term`` still holds the leadership lease, and is refused
-    (:class:`NotLeaderError`) otherwise."""
-    token = _FENCE.set(term)
+def fenced(term: int, holder: str) -> Iterator[None]:
+    """Fence every write transaction this thread runs inside with ``term`` and ``holder``:
+    each one first checks in the database that ``holder`` still holds the leadership lease in
+    ``term``, and is refused (:class:`NotLeaderError`) otherwise."""
+    token = _FENCE.set((term, holder))
     try:
         yield
     finally:
@@ -91,9 +91,9 @@ class Transactions:
             try:
                 with Session(bind, expire_on_commit=False) as session:
                     with self._writer if write else nullcontext(), session.begin():
-                        term = _FENCE.get() if write else None
-                        if term is not None:
-                            check_fence(session, term)
+                        fence = _FENCE.get() if write else None
+                        if fence is not None:
+                            check_fence(session, *fence)
                         result = work(session)
                         if session.info.get(PENDING_CHANGED):
                             session.execute(_BUMP_QUEUE_EPOCH)
