@@ -42,8 +42,9 @@ _QUEUED = "queued by the cluster manager at "
 START_TIMEOUT_S = 120.0
 
 #: The lease a sync grants unless the server says otherwise (``onecluster server --lease``):
-#: long enough for running jobs to outlive a restart of the server (``docs/architecture.md``).
-DEFAULT_LEASE_S = 60.0
+#: long enough for running jobs to outlive an outage of the whole control plane of about
+#: 4.5 minutes (``docs/architecture.md``; decision 166), as long as Slurm's ``SlurmdTimeout``.
+DEFAULT_LEASE_S = 300.0
 
 
 def record_sync(
