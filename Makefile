@@ -56,6 +56,12 @@ bench: install
 	$(BIN)/python benchmarks/bench_api.py
 	$(BIN)/python benchmarks/bench_gateway.py
 	$(BIN)/python benchmarks/bench_planner.py
+	ONECLUSTER_TEST_PG_URL="$${ONECLUSTER_TEST_PG_URL:-$$(scripts/postgres.sh start)}" \
+		$(BIN)/python benchmarks/bench_failover.py
+	@if command -v wrk >/dev/null; then \
+		ONECLUSTER_TEST_PG_URL="$${ONECLUSTER_TEST_PG_URL:-$$(scripts/postgres.sh start)}" \
+			$(BIN)/python benchmarks/bench_replicas.py; \
+	else echo "==> skipping bench_replicas.py: it needs wrk (apt-get install wrk)"; fi
 
 ## make bench-lab: the lab's benchmarks (root): emulator fidelity, recovery from cuts and flaps,
 ## moving datasets against one TCP stream and rsync, and training across sites (about 20 minutes).
