@@ -33,7 +33,14 @@ from onecluster.store._tables import Base
 if TYPE_CHECKING:
     from conftest import RunningServer
 
-pytestmark = pytest.mark.integration
+pytestmark = [
+    pytest.mark.integration,
+    # Schemathesis sends through ``requests`` sessions of its own and may leave a connection of
+    # one to the garbage collector; that socket is this test's client's, never the server's.
+    pytest.mark.filterwarnings(
+        "ignore:Exception ignored in. <socket.socket:pytest.PytestUnraisableExceptionWarning"
+    ),
+]
 
 ROLES = (
     "admin",
@@ -188,4 +195,4 @@ def test_no_operation_fails_or_breaks_its_schema(module_server: RunningServer, r
 def test_no_operation_fails_or_breaks_its_schema_at_length(
     module_server: RunningServer, role: str
 ) -> None:
-    _fuzz(module_server, role, examples=300)
+    _fuzz(module_server, role, examples=80)

@@ -53,8 +53,8 @@ def server(
         help=(
             "Seconds each agent sync keeps a site's work its own.  A site silent this long is "
             "down and its jobs restart elsewhere; running jobs survive an outage of this server "
-            "of up to about lease − 5 % − the agents' stop grace − 4 s (271 s at 300).  At least 10: "
-            "a lease shorter than a heartbeat and a stop grace would stop every job."
+            "of up to about lease − 5 % − the agents' stop grace − 4 s (271 s at 300).  "
+            "At least 10: a lease shorter than a heartbeat and a stop grace would stop every job."
         ),
     ),
     leader_lease: float = typer.Option(
