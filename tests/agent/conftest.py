@@ -24,7 +24,7 @@ class FakeControlPlane:
 
     def __init__(self, *, interval_s: float = 0.05) -> None:
         self.interval_s = interval_s
-        self.mode = "ok"  # "ok" | "503" | "drop" | "garbage"
+        self.mode = "ok"  # "ok" | "503" | "not_leader" | "drop" | "garbage"
         self.lease_s: float | None = None  # sent as the reply's lease when set
         self._lock = threading.Lock()
         self._desired: list[dict[str, Any]] = []
@@ -118,6 +118,9 @@ class FakeControlPlane:
             return None  # close the connection without an answer
         if mode == "503":
             return _answer(handler, 503, {"error": {"code": "unavailable", "message": "db down"}})
+        if mode == "not_leader":
+            error = {"code": "not_leader", "message": "no replica leads now"}
+            return _answer(handler, 503, {"error": error})
         if mode == "garbage":
             return _answer(handler, 200, {"nothing": "useful"})
         with self._lock:

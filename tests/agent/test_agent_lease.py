@@ -7,6 +7,7 @@ SIGKILL deadlines follow it too) against a scripted link; its jobs are real proc
 
 from __future__ import annotations
 
+import itertools
 import time
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from onecluster.agent import Agent
 from onecluster.agent._lease import Lease
 from onecluster.backends import LocalBackend
 from onecluster.clock import ManualClock
-from onecluster.errors import ForbiddenError, PlatformError, UnavailableError
+from onecluster.errors import ForbiddenError, NotLeaderError, PlatformError, UnavailableError
 from onecluster.model import AttemptState
 from onecluster.process import alive
 from onecluster.schema import AgentSync, AgentSyncReply, DesiredAttempt
@@ -162,6 +163,31 @@ def test_jobs_keep_running_through_an_outage_shorter_than_the_lease(world: Any) 
     w.run_for(5.0)
     assert w.link.reported("a1") == {**(w.link.reported("a1") or {}), "state": "running"}
     assert alive(pid)
+
+
+@pytest.mark.parametrize(
+    ("failure", "first_gap"),
+    [
+        (UnavailableError("the server is down"), 1.0),  # the heartbeat, then doubled
+        (NotLeaderError("no replica leads now"), 0.2),  # an election is over in about 2 s
+    ],
+)
+def test_a_sync_is_retried_sooner_while_the_replicas_elect_a_leader(
+    world: Any, failure: PlatformError, first_gap: float
+) -> None:
+    w = world(lease_s=60.0)
+    w.start_job()
+    w.link.failure = failure
+    calls = len(w.link.timeouts)
+    w.run_for(6.0)
+    when = [at for at, _ in w.link.timeouts[calls:]]
+    gaps = [later - earlier for earlier, later in itertools.pairwise(when)]
+    assert gaps[0] == pytest.approx(first_gap, abs=0.06)
+    assert gaps[1] == pytest.approx(2 * first_gap, abs=0.06)
+    assert max(gaps) <= 4.0 + 0.06  # max_backoff_s
+    w.link.failure = None
+    w.run_for(4.0)
+    assert w.agent.statistics().consecutive_failures == 0
 
 
 def test_an_unrenewed_lease_stops_every_job_before_the_server_may_give_it_away(

@@ -10,7 +10,7 @@ import pytest
 
 from onecluster.agent import Agent, ServerLink
 from onecluster.backends import LocalBackend
-from onecluster.errors import AuthError, UnavailableError, ValidationError
+from onecluster.errors import AuthError, NotLeaderError, UnavailableError, ValidationError
 from onecluster.model import AttemptState
 from onecluster.schema import AgentSync
 
@@ -33,6 +33,7 @@ def test_a_sync_round_trips(control_plane: Any, make_run_order: Any) -> None:
     ("mode", "token", "error", "match"),
     [
         ("503", TOKEN, UnavailableError, "db down"),
+        ("not_leader", TOKEN, NotLeaderError, "no replica leads now"),
         ("drop", TOKEN, UnavailableError, "cannot reach the onecluster server"),
         ("ok", "wrong", AuthError, "bad token"),
         ("garbage", TOKEN, ValidationError, "body this agent cannot read"),
@@ -45,6 +46,24 @@ def test_failures_become_platform_errors(
     link = ServerLink(control_plane.url, token)
     with pytest.raises(error, match=match):
         link.agent_sync("sha", AgentSync(agent_id="x"))
+    link.close()
+
+
+def test_an_election_behind_a_replica_gone_is_not_leader_and_keeps_the_live_one(
+    control_plane: Any,
+) -> None:
+    # The leader's host is gone (nothing listens at its URL) and the other replica is electing:
+    # the agent hears of the election, not only of an outage, and sticks to the live replica.
+    control_plane.mode = "not_leader"
+    dead = "http://127.0.0.1:9"
+    link = ServerLink(f"{dead},{control_plane.url}", TOKEN, timeout_s=1.0)
+    with pytest.raises(NotLeaderError, match="no onecluster server answered"):
+        link.agent_sync("sha", AgentSync(agent_id="x"))
+    assert link.servers.current == control_plane.url
+    control_plane.mode = "503"
+    with pytest.raises(UnavailableError) as caught:
+        link.agent_sync("sha", AgentSync(agent_id="x"))
+    assert not isinstance(caught.value, NotLeaderError)
     link.close()
 
 

@@ -3,7 +3,8 @@
 :class:`SyncLink` is the seam (the SDK's ``Client.agent_sync`` has the same shape);
 :class:`ServerLink` implements it with httpx, over one server or several replicas of one
 control plane, and translates every failure into the :mod:`onecluster.errors` tree:
-unreachable server or 5xx → :class:`UnavailableError`, 401/403 →
+unreachable server or 5xx → :class:`UnavailableError` (:class:`NotLeaderError` when a
+replica answered that none leads and none took the sync: an election is under way), 401/403 →
 :class:`AuthError`/:class:`ForbiddenError`, a reply that is not the contract's JSON →
 :class:`ValidationError`.
 """
@@ -25,6 +26,7 @@ from onecluster.errors import (
     ConflictError,
     ForbiddenError,
     NotFoundError,
+    NotLeaderError,
     PlatformError,
     UnavailableError,
     ValidationError,
@@ -118,6 +120,7 @@ class ServerLink:
         rotation = self._servers.rotation()
         tries: list[tuple[str, str]] = []
         failure: PlatformError | None = None
+        electing = False  # a replica answered that none leads: the others may be gone
         for index, url in enumerate(rotation):
             phase = self._timeout_s
             if deadline is not None:
@@ -129,6 +132,11 @@ class ServerLink:
                 phase = min(self._timeout_s, share / 3)
             try:
                 reply = self._one_try(url, site, payload, phase)
+            except NotLeaderError as exc:
+                tries.append((url, exc.message))
+                failure = exc  # alive, and soon the leader or forwarding to it: not failed
+                electing = True
+                continue
             except UnavailableError as exc:
                 tries.append((url, exc.message))
                 failure = exc
@@ -148,6 +156,8 @@ class ServerLink:
         if len(self._servers) == 1 and failure is not None:
             raise failure
         msg = f"no onecluster server answered the sync: {describe_tries(tries)}"
+        if electing:
+            raise NotLeaderError(msg, hint="the replicas are electing a leader; retrying soon")
         raise UnavailableError(msg, hint="is `onecluster server` running at any of them?")
 
     def _one_try(self, url: str, site: str, payload: object, phase: float) -> AgentSyncReply:
@@ -176,12 +186,16 @@ def _error_from(response: httpx.Response, url: str) -> PlatformError:
     """The error tree's class for an error reply, keeping the server's message and hint."""
     message = f"the server at {url} answered the sync with HTTP {response.status_code}"
     hint: str | None = None
+    code: object = None
     try:
         detail = response.json().get("error", {})
         message = str(detail.get("message") or message)
         hint = detail.get("hint")
+        code = detail.get("code")
     except (ValueError, AttributeError):
         pass
     if response.status_code >= 500:
+        if code == NotLeaderError.code:
+            return NotLeaderError(message, hint=hint or "another replica leads or soon will")
         return UnavailableError(message, hint=hint or "the server failed; retrying later")
     return _BY_STATUS.get(response.status_code, ValidationError)(message, hint=hint)
