@@ -10,9 +10,11 @@ import httpx
 import pytest
 from tests.server.conftest import RunningServer
 
+from onecluster.clock import ManualClock
 from onecluster.errors import AuthError, ForbiddenError, ValidationError
 from onecluster.fabric import load_fabric
 from onecluster.schema import LinkReport, ProbeSample
+from onecluster.server import ControlPlane, ServerConfig
 from onecluster.server._links import LinkBoard
 
 FABRIC = load_fabric(Path(__file__).resolve().parents[2] / "examples/fabrics/three-site.yaml")
@@ -388,3 +390,36 @@ def test_a_circuit_that_is_down_counts_as_full_for_placement(server: RunningServ
         now=server.clock.now(),
     )
     assert server.control.links.circuit_load() == {"sha-tyo": 1.0}
+
+
+def test_a_new_leader_goes_on_from_the_links_the_one_before_kept(tmp_path: Path) -> None:
+    # Two control planes on one database, one after the other (a change of leader): the
+    # second judges no circuit again from nothing.
+    clock = ManualClock(1000.0)
+    config = ServerConfig(fabric=FABRIC, state_dir=tmp_path)
+    first, probes = ControlPlane.open(config, clock), Probes()
+    feed(first.links, probes, 1000.0, 1007.0)
+    probes.cut = {"sha-tyo"}
+    feed(first.links, probes, 1007.0, 1009.0)
+    clock.advance(9.0)
+    first.publish_alerts()
+    route_version = first.links.statistics().route_version
+    peers = first.links.peers("shanghai")
+    first.close()
+
+    second = ControlPlane.open(config, clock)
+    second.links.stand_by()  # as a replica's lifespan leaves it until it takes office
+    assert feed(second.links, probes, 1009.0, 1010.0) == []  # not taken: not yet in office
+    second.resume_links()
+    assert not second.links.standing_by
+    assert states(second.links)["sha-tyo"] == "down"
+    assert second.links.statistics().route_version == route_version
+    assert second.links.down_circuits() == {"sha-tyo"}
+    assert second.links.peers("shanghai") == peers  # probing never pauses
+    kinds = feed(second.links, probes, 1010.0, 1013.0)
+    clock.advance(4.0)
+    second.publish_alerts()
+    assert kinds == []
+    downs = second.store.events(kind_prefix="link_down")
+    assert len(downs) == 1  # sent once, by the first leader
+    second.close()

@@ -26,7 +26,7 @@ def test_migrate_twice_is_a_no_op_and_records_the_version(tmp_path: Path) -> Non
     migrate(engine)
     with engine.connect() as conn:
         version = conn.execute(text("SELECT version_num FROM alembic_version")).scalar_one()
-    assert version == "0009"
+    assert version == "0010"
     assert {
         "jobs",
         "attempts",
@@ -45,6 +45,7 @@ def test_migrate_twice_is_a_no_op_and_records_the_version(tmp_path: Path) -> Non
         "fabrics",
         "drains",
         "fabric_epoch",
+        "link_carry",
     } <= set(inspect(engine).get_table_names())
     engine.dispose()
 

@@ -3,41 +3,18 @@ that still joins the same two sites; circuits added or moved start afresh; route
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from onecluster.fabric import load_fabric
 from onecluster.model import Circuit, Fabric, GpuPool, Site
-from onecluster.topology import EndReport, LinkStates, Probe
+from onecluster.topology import LinkStates
+
+if TYPE_CHECKING:
+    from conftest import ProbingAgents
 
 THREE = load_fabric(Path(__file__).resolve().parents[2] / "examples/fabrics/three-site.yaml")
-
-
-class Agents:
-    """Every end of every circuit probing ten times a second (virtual time, no skew)."""
-
-    def __init__(self) -> None:
-        self.seq: dict[tuple[str, str], int] = {}
-        self.cut: set[str] = set()
-
-    def feed(self, states: LinkStates, start: int, end: int) -> list[str]:
-        kinds = []
-        for t in range(start, end):
-            for site in states.fabric.site_names:
-                reports = [
-                    EndReport(c.name, tuple(self._probes(c, site, t)))
-                    for c in states.fabric.circuits_of(site)
-                ]
-                alerts = states.report(site, f"agent-{site}", reports, clock_s=t + 1.0, now=t + 1.0)
-                kinds += [a.kind for a in alerts]
-        return kinds
-
-    def _probes(self, c: Circuit, site: str, t: int) -> Iterable[Probe]:
-        for i in range(10):
-            seq = self.seq.get((c.name, site), 0)
-            self.seq[(c.name, site)] = seq + 1
-            yield Probe(seq, t + i / 10, None if c.name in self.cut else c.rtt_ms)
 
 
 def _onboarded() -> Fabric:
@@ -55,8 +32,10 @@ def _onboarded() -> Fabric:
     )
 
 
-def test_circuits_that_stay_keep_their_state_and_damping_and_new_ones_start_unknown() -> None:
-    states, agents = LinkStates(THREE), Agents()
+def test_circuits_that_stay_keep_their_state_and_damping_and_new_ones_start_unknown(
+    agents: ProbingAgents,
+) -> None:
+    states = LinkStates(THREE)
     agents.feed(states, 0, 7)
     agents.cut = {"sha-tyo"}
     agents.feed(states, 7, 9)
@@ -78,8 +57,10 @@ def test_circuits_that_stay_keep_their_state_and_damping_and_new_ones_start_unkn
     assert states.circuits["sha-tyo"].state == "down"
 
 
-def test_a_circuit_moved_to_other_sites_starts_afresh_and_a_removed_one_is_forgotten() -> None:
-    states, agents = LinkStates(THREE), Agents()
+def test_a_circuit_moved_to_other_sites_starts_afresh_and_a_removed_one_is_forgotten(
+    agents: ProbingAgents,
+) -> None:
+    states = LinkStates(THREE)
     agents.feed(states, 0, 7)
     assert set(states.circuits) == {c.name for c in THREE.circuits}
     moved = replace(
@@ -100,8 +81,8 @@ def test_a_circuit_moved_to_other_sites_starts_afresh_and_a_removed_one_is_forgo
     assert alert.message.startswith("route shanghai→singapore now ")
 
 
-def test_the_same_fabric_again_changes_nothing() -> None:
-    states, agents = LinkStates(THREE), Agents()
+def test_the_same_fabric_again_changes_nothing(agents: ProbingAgents) -> None:
+    states = LinkStates(THREE)
     agents.feed(states, 0, 7)
     before = {name: ends for name, ends in states.circuits.items()}
     version = states.version

@@ -71,6 +71,7 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> FastAPI:
                 for j in store.pending_of(ids)
             ),
         )
+        control.links.stand_by()  # until it takes office: Reconciler.take_office
         reconciler = Reconciler(control, election)
         submissions = SubmissionWriter(control.record_submissions)
         app.state.control = control

@@ -54,6 +54,7 @@ from onecluster.server._views import (
 )
 from onecluster.state_dir import REGISTER_DIR
 from onecluster.store import Store
+from onecluster.topology import LinkCarry
 
 __all__ = ["ControlPlane"]
 
@@ -105,6 +106,7 @@ class ControlPlane:
             self.fabric, store, clock, self.data, config.state_dir / REGISTER_DIR
         )
         self._alerts_lock = threading.Lock()
+        self._kept_shape: LinkCarry | None = None  # of the carry last kept in the database
         self._refusals_logged: set[tuple[str, str]] = set()
         self.pending = PendingMirror(
             lambda: (
@@ -339,18 +341,41 @@ class ControlPlane:
 
     def publish_alerts(self) -> None:
         """Store the link board's pending alerts as events (``GET /events``) and log them,
-        in the order they happened; if the store fails they stay pending for the next try."""
+        in the order they happened, with the board's carry for the next leader when it
+        changed (one transaction: :mod:`onecluster.store._link_carry`); if the store fails
+        they stay pending for the next try."""
         with self._alerts_lock:
-            alerts = self.links.take_alerts()
-            if not alerts:
+            now = self.clock.now()
+            alerts, carry = self.links.take_alerts_with_carry(now)
+            shape = carry.shape()
+            if not alerts and shape == self._kept_shape:
                 return
+            events = [(a.kind, a.message) for a in alerts]
+            changed = shape != self._kept_shape
             try:
-                self.store.add_events([(a.kind, a.message) for a in alerts], now=self.clock.now())
+                self.store.keep_links(events, carry.to_json() if changed else None, now=now)
             except BaseException:
                 self.links.put_back(alerts)
                 raise
+            self._kept_shape = shape
         for alert in alerts:
             _links_log.log(logging.WARNING if alert.warning else logging.INFO, "%s", alert.message)
+
+    def resume_links(self) -> None:
+        """As a new leader (or a server started again): start the link board afresh from the
+        carry the leader before kept, so that no circuit is judged again from nothing — no
+        false ``down`` or ``up``, no route flap, no alert twice, flap damping kept
+        (decision 169).  A carry that cannot be read is logged and the board starts blank."""
+        kept = self.store.kept_links()
+        carried: LinkCarry | None = None
+        if kept is not None:
+            try:
+                carried = LinkCarry.from_json(kept.body).aged(kept.age_s)
+            except ValidationError as exc:
+                _links_log.warning("%s; %s", exc.message, exc.hint)
+        with self._alerts_lock:
+            self.links.resume(carried, self.clock.now())
+            self._kept_shape = None if carried is None else carried.shape()
 
     def circuit_load(self, now: float) -> dict[str, float]:
         """For the scheduler: each circuit's load, the larger of what its probes say (a

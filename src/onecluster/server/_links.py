@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from onecluster.errors import ValidationError
 from onecluster.model import EndView, Fabric
@@ -27,6 +27,7 @@ from onecluster.topology import (
     EndReport,
     Hysteresis,
     LinkAlert,
+    LinkCarry,
     LinkStates,
     Probe,
     RouteTable,
@@ -65,9 +66,12 @@ class LinkBoard:
         """The arguments are :class:`~onecluster.topology.LinkStates`'s."""
         self._fabric = fabric
         self._lock = threading.Lock()
+        self._tuning = (hysteresis, stale_s, lag_s)
         self._states = LinkStates(fabric, hysteresis=hysteresis, stale_s=stale_s, lag_s=lag_s)
         self._addresses: dict[str, str] = {}
         self._said: dict[tuple[str, str], _Said] = {}  # (circuit, site) → its latest report
+        self._endpoints: dict[tuple[str, str], str] = {}  # (circuit, site) → its probe socket
+        self._standing_by = False
 
     # -- input ------------------------------------------------------------------------------
 
@@ -113,11 +117,14 @@ class LinkBoard:
             if link.circuit in usable
         ]
         with self._lock:
+            if self._standing_by:  # the sync route refuses syncs meanwhile; this is a guard
+                return []
             if service_address is not None:
                 self._addresses[site] = service_address
             for link in links:
                 if link.circuit in usable:
                     self._said[(link.circuit, site)] = _Said(link, now)
+                    self._endpoints[(link.circuit, site)] = link.endpoint
             return self._states.report(site, agent_id, reports, clock_s=clock_s, now=now)
 
     def refit(self, fabric: Fabric, now: float) -> list[LinkAlert]:
@@ -129,6 +136,7 @@ class LinkBoard:
         with self._lock:
             self._fabric = fabric
             self._said = {k: v for k, v in self._said.items() if k[0] in circuits}
+            self._endpoints = {k: v for k, v in self._endpoints.items() if k[0] in circuits}
             self._addresses = {s: a for s, a in self._addresses.items() if fabric.has_site(s)}
             return self._states.refit(fabric, now)
 
@@ -138,10 +146,57 @@ class LinkBoard:
         with self._lock:
             return self._states.refresh(now)
 
+    def carry(self, now: float) -> LinkCarry:
+        """What the next leader needs to go on where this board stands
+        (:meth:`LinkStates.carry`, with the probe endpoints)."""
+        with self._lock:
+            return self._carry(now)
+
+    def _carry(self, now: float) -> LinkCarry:
+        endpoints = tuple(sorted((c, s, e) for (c, s), e in self._endpoints.items()))
+        return replace(self._states.carry(now), endpoints=endpoints)
+
+    @property
+    def standing_by(self) -> bool:
+        """Whether this board waits to be resumed: it takes no reports and routes nothing."""
+        return self._standing_by
+
+    def stand_by(self) -> None:
+        """Take no reports and send no routes until :meth:`resume`: this replica does not
+        lead, or leads but has not yet read the carry of the leader before (a report taken
+        now would be judged on a board that the carry is about to replace)."""
+        self._standing_by = True
+
+    def resume(self, carried: LinkCarry | None, now: float) -> None:
+        """Start afresh as a new leader — no probe history, no pending alerts, no reports
+        kept for display — and go on from ``carried`` if there is one
+        (:meth:`LinkStates.resume`; its probe endpoints too)."""
+        hysteresis, stale_s, lag_s = self._tuning
+        with self._lock:
+            states = LinkStates(self._fabric, hysteresis=hysteresis, stale_s=stale_s, lag_s=lag_s)
+            self._said = {}
+            self._endpoints = {}
+            if carried is not None:
+                states.resume(carried, now)
+                names = {c.name for c in self._fabric.circuits}
+                self._endpoints = {
+                    (circuit, site): endpoint
+                    for circuit, site, endpoint in carried.endpoints
+                    if circuit in names
+                }
+            self._states = states
+            self._standing_by = False
+
     def take_alerts(self) -> list[LinkAlert]:
         """Every alert not yet taken, oldest first."""
         with self._lock:
             return self._states.outbox.take()
+
+    def take_alerts_with_carry(self, now: float) -> tuple[list[LinkAlert], LinkCarry]:
+        """:meth:`take_alerts` and :meth:`carry` at one moment: the carry is the state those
+        alerts, and no later one, lead to."""
+        with self._lock:
+            return self._states.outbox.take(), self._carry(now)
 
     def put_back(self, alerts: Sequence[LinkAlert]) -> None:
         """Return alerts that could not be stored, ahead of newer ones."""
@@ -185,9 +240,9 @@ class LinkBoard:
                 if site not in (c.a, c.b):
                     continue
                 far = c.other_end(site)
-                said = self._said.get((c.name, far))
-                if said is not None:
-                    found.append(PeerOut(circuit=c.name, site=far, endpoint=said.report.endpoint))
+                endpoint = self._endpoints.get((c.name, far))
+                if endpoint is not None:
+                    found.append(PeerOut(circuit=c.name, site=far, endpoint=endpoint))
             return found
 
     def end_addresses(self) -> dict[tuple[str, str], str]:

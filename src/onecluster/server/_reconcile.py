@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import TypeVar
 
-from onecluster.errors import NotLeaderError
+from onecluster.errors import NotLeaderError, PlatformError
 from onecluster.scheduler import Plan
 from onecluster.server._control import ControlPlane
 from onecluster.server._election import Election
@@ -99,6 +99,7 @@ class Reconciler:
                 await asyncio.to_thread(self._step_as_leader, election, term)
             else:  # a follower keeps no queue, and looks again soon: it may take office
                 self._control.pending.stand_by()
+                self._control.links.stand_by()
                 self._office = None
                 await asyncio.sleep(min(interval, _FOLLOWER_LOOK_S))
                 continue
@@ -106,7 +107,11 @@ class Reconciler:
 
     def _step_as_leader(self, election: Election, term: int) -> None:
         if self._office != term:
-            self.take_office()
+            try:
+                self.take_office()
+            except PlatformError as exc:  # the database: the next pass tries again
+                _log.warning("could not take office yet: %s", exc.message)
+                return
             self._office = term
         try:
             with fenced(term, election.holder):
@@ -125,8 +130,10 @@ class Reconciler:
 
     def take_office(self) -> None:
         """Start leading: sites get one lease from now to sync again before they can expire
-        (they could not renew while nobody led), and the pending queue is read afresh."""
+        (they could not renew while nobody led), the pending queue is read afresh and the
+        link board goes on from the leader before's carry."""
         c = self._control
+        c.resume_links()
         self._expire_from = c.clock.now() + c.config.lease_s
         c.pending.resume()
 

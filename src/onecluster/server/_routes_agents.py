@@ -61,6 +61,9 @@ async def sync(
     if term is None:
         msg = "this replica stopped leading before it could take the sync"
         raise NotLeaderError(msg, hint="the agent sends it again, to the leader")
+    if control.links.standing_by:  # elected, and reading the links the leader before left
+        msg = "this replica was just elected and has not taken office yet"
+        raise NotLeaderError(msg, hint="the agent sends it again in a moment")
 
     def record() -> AgentSyncReply:
         with fenced(term, election.holder):

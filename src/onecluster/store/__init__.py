@@ -31,6 +31,7 @@ from onecluster.store._exports import Exports
 from onecluster.store._fabrics import DrainRecord, FabricEpoch, FabricRecord, NewFabric
 from onecluster.store._leadership import LeaderRecord, QueueNews, ServerRecord, new_holder_id
 from onecluster.store._lifecycle import AttemptFacts, Settlement, settle
+from onecluster.store._link_carry import KeptLinks
 from onecluster.store._records import (
     AgentReport,
     Assignment,
@@ -73,6 +74,7 @@ __all__ = [
     "FabricEpoch",
     "FabricRecord",
     "GangMember",
+    "KeptLinks",
     "LeaderRecord",
     "LogChunk",
     "NewApproval",

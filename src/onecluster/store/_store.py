@@ -18,6 +18,7 @@ from onecluster.store._engine import make_engine, migrate
 from onecluster.store._events import EventValues, record_events
 from onecluster.store._fabrics import Fabrics
 from onecluster.store._leadership import Leadership
+from onecluster.store._link_carry import LinkCarries
 from onecluster.store._records import (
     Assignment,
     EventRecord,
@@ -43,7 +44,7 @@ from onecluster.store._transitions import settle_job as _settle
 __all__ = ["Store"]
 
 
-class Store(DataStore, Leadership, Fabrics):
+class Store(DataStore, Leadership, Fabrics, LinkCarries):
     """Jobs, attempts, tokens, sites, logs and events in one SQL database, and the datasets,
     scans, transfers and replicas of :class:`DataStore`.
 

@@ -5,6 +5,7 @@ check of latency objectives against both routes, and a site's own fast reroute a
 its probes find silent."""
 
 from onecluster.topology._alerts import AlertKind, LinkAlert, Outbox, route_alerts
+from onecluster.topology._carry import CircuitCarry, EndCarry, LinkCarry
 from onecluster.topology._ends import LinkEnds, Probe
 from onecluster.topology._link_state import Hysteresis, LinkEvent, LinkTracker
 from onecluster.topology._objectives import (
@@ -23,10 +24,13 @@ from onecluster.topology._table import NextHop, RouteTable, route_table
 __all__ = [
     "MAX_HOPS",
     "AlertKind",
+    "CircuitCarry",
     "ClockOffsets",
+    "EndCarry",
     "EndReport",
     "Hysteresis",
     "LinkAlert",
+    "LinkCarry",
     "LinkEnds",
     "LinkEvent",
     "LinkStates",

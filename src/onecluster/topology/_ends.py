@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from onecluster.model import Circuit, CircuitState, EndView
 from onecluster.topology._alerts import AlertKind, LinkAlert
+from onecluster.topology._carry import CircuitCarry, EndCarry
 from onecluster.topology._link_state import Hysteresis, LinkTracker
 
 __all__ = ["LinkEnds", "Probe"]
@@ -61,6 +62,8 @@ class _End:
         self.newest_at: float | None = None
         self.changed_at: float | None = None  # when a new agent replaced the one before
         self.detail = ""
+        #: From the leader before, until this end's first tracker: down?, penalty, as of when.
+        self.carried: tuple[bool, float, float] | None = None
 
     def reset(self, agent_id: str, now: float) -> None:
         if self.agent_id is not None:
@@ -90,6 +93,7 @@ class LinkEnds:
         self.state: CircuitState = "unknown"
         self.since: float | None = None
         self._split_since: float | None = None  # when its ends began to disagree (down vs up)
+        self._held_until: float | None = None  # a carried state holds until evidence, or then
 
     def feed(
         self, site: str, agent_id: str, probes: Iterable[Probe], *, offset: float, now: float
@@ -105,7 +109,7 @@ class LinkEnds:
                 continue  # already fed (the agent resent it)
             at = probe.sent_s + offset
             if end.tracker is None:
-                end.tracker = LinkTracker(self._hysteresis, now=at)
+                end.tracker = self._tracker(end, at)
                 end.first_at = at
             for event in end.tracker.observe(at, probe.rtt_ms):
                 end.detail = event.detail
@@ -119,6 +123,43 @@ class LinkEnds:
             end.last_seq = probe.seq
             end.newest_at = at if end.newest_at is None else max(end.newest_at, at)
         return alerts
+
+    def carry(self, now: float) -> CircuitCarry:
+        """What the next leader needs of this circuit at ``now`` (:mod:`._carry`)."""
+        ends: list[EndCarry] = []
+        for end in self._ends.values():
+            if end.tracker is not None:
+                down = end.tracker.state == "down"
+                penalty, at = end.tracker.damping()
+            elif end.carried is not None:  # not heard from since this leader took over
+                down, penalty, at = end.carried
+            else:
+                continue
+            ends.append(EndCarry(site=end.site, down=down, penalty=penalty, penalty_age_s=now - at))
+        c = self.circuit
+        return CircuitCarry(name=c.name, a=c.a, b=c.b, state=self.state, ends=tuple(ends))
+
+    def resume(self, carried: CircuitCarry, *, now: float) -> None:
+        """Take over ``carried`` (the leader before's carry of this circuit, aged to ``now``):
+        its state holds until both ends' probes say otherwise, or for ``up_after_s`` +
+        ``stale_s`` + ``lag_s`` (enough for a first report and a warm tracker) if they say
+        nothing; each end's first tracker starts down or up as it was, with its penalty."""
+        self.state, self.since = carried.state, now
+        self._held_until = now + self._hysteresis.up_after_s + self._stale_s + self._lag_s
+        for e in carried.ends:
+            end = self._ends.get(e.site)
+            if end is not None:
+                end.carried = (e.down, e.penalty, now - e.penalty_age_s)
+
+    def _tracker(self, end: _End, at: float) -> LinkTracker:
+        """The end's first tracker: as the leader before left it, if it carried one."""
+        carried, end.carried = end.carried, None
+        if carried is None:
+            return LinkTracker(self._hysteresis, now=at)
+        down, penalty, penalty_at = carried
+        return LinkTracker(
+            self._hysteresis, now=at, down=down, penalty=penalty, penalty_at=penalty_at
+        )
 
     def views(self, now: float) -> dict[str, EndView]:
         """Each end's view at ``now``, end ``a`` first."""
@@ -141,6 +182,11 @@ class LinkEnds:
             state = self.state if restarting or split_for < self._lag_s else "down"
         else:
             self._split_since = None
+        if self._held_until is not None:
+            if state == "unknown" and now < self._held_until:
+                state = self.state  # carried from the leader before: no evidence against it yet
+            else:
+                self._held_until = None
         if state == self.state:
             return None
         alert = self._state_alert(state, views)

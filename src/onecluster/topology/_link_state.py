@@ -56,20 +56,36 @@ class LinkEvent:
 class LinkTracker:
     """The state of one circuit, fed with probe outcomes in time order."""
 
-    def __init__(self, config: Hysteresis | None = None, *, now: float = 0.0) -> None:
+    def __init__(
+        self,
+        config: Hysteresis | None = None,
+        *,
+        now: float = 0.0,
+        down: bool = False,
+        penalty: float = 0.0,
+        penalty_at: float | None = None,
+    ) -> None:
+        """A tracker whose circuit is up at ``now`` — or, with ``down``, down (it comes up
+        only after ``up_after_s`` of replies, damping permitting) — with a flap penalty of
+        ``penalty`` as of ``penalty_at`` (default ``now``): how a new leader takes over a
+        circuit from the one before."""
         self.config = config or Hysteresis()
-        self._state: LinkState = "up"
+        self._state: LinkState = "down" if down else "up"
         self._last_reply = now
-        self._good_since: float | None = now
+        self._good_since: float | None = None if down else now
         self._samples: deque[tuple[float, float | None]] = deque()  # (time, rtt or None)
-        self._penalty = 0.0
-        self._penalty_at = now
+        self._penalty = penalty
+        self._penalty_at = now if penalty_at is None else penalty_at
         self._min_rtt: float | None = None
 
     @property
     def state(self) -> LinkState:
         """The state after the last :meth:`observe` or :meth:`tick`."""
         return self._state
+
+    def damping(self) -> tuple[float, float]:
+        """The flap penalty as of its last change, and when that was (to hand over)."""
+        return self._penalty, self._penalty_at
 
     def penalty(self, now: float) -> float:
         """The flap penalty, decayed to ``now``."""

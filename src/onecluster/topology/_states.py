@@ -9,6 +9,9 @@ not blackhole the data plane).  Routing uses the fabric's RTTs, not measured one
 measurement noise between two near-equal paths cannot make routes flap.  Alerts wait in the
 :attr:`LinkStates.outbox` in the order they happened.
 
+A new leader goes on from where the one before stopped (:meth:`LinkStates.carry`,
+:meth:`LinkStates.resume`): states, damping and the route table's version, not probe history.
+
 A new fabric (:meth:`LinkStates.refit`) keeps every circuit that still joins the same two
 sites as it was — its state, both ends' probe history and flap damping — under its new
 figures; only circuits added (or moved to other sites) start afresh.
@@ -22,6 +25,7 @@ from dataclasses import dataclass
 
 from onecluster.model import Circuit, Fabric
 from onecluster.topology._alerts import LinkAlert, Outbox, route_alerts
+from onecluster.topology._carry import LinkCarry
 from onecluster.topology._ends import LinkEnds, Probe
 from onecluster.topology._link_state import Hysteresis
 from onecluster.topology._offsets import ClockOffsets
@@ -164,6 +168,31 @@ class LinkStates:
         self.table = table
         self.outbox.add(alerts)
         return alerts
+
+    def carry(self, now: float) -> LinkCarry:
+        """What the next leader needs to go on where this one stops (:mod:`._carry`)."""
+        return LinkCarry(
+            version=self.version,
+            down=self.table.down,
+            circuits=tuple(ends.carry(now) for ends in self.circuits.values()),
+        )
+
+    def resume(self, carried: LinkCarry, now: float) -> None:
+        """Go on from ``carried`` (the leader before's :meth:`carry`, aged to ``now``) on a
+        board that has taken no reports yet: each circuit that still joins the same two sites
+        takes its state and its ends' damping; the route table routes around the circuits
+        carried down, under the carried version — the table every site follows now — so
+        neither an alert nor a route change is repeated.  The outbox is left as it is."""
+        for c in carried.circuits:
+            ends = self.circuits.get(c.name)
+            if ends is not None and {ends.circuit.a, ends.circuit.b} == {c.a, c.b}:
+                ends.resume(c, now=now)
+        down = frozenset(n for n, ends in self.circuits.items() if ends.state == "down")
+        self.table = route_table(self.fabric, down=down)
+        self.version = max(self.version, carried.version)
+        if down != carried.down:  # the fabric changed between the two: a new table
+            self.version += 1
+            self.changed_at = now
 
     def _ends(self, circuit: Circuit) -> LinkEnds:
         return LinkEnds(
