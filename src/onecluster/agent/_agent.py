@@ -4,10 +4,10 @@ Each turn polls the backend; when a sync is due it reports every attempt and the
 text, receives the desired attempts and reconciles (see :mod:`onecluster.agent._reconcile`).
 A server that cannot be reached or fails (5xx) never stops the loop: attempts keep running,
 the sync is retried with exponential backoff capped at ``max_backoff_s`` (default 4 s), and a
-warning line says so on every failed sync.  While the replicas elect a leader (every one
-answers ``not_leader``) the backoff starts at 0.2 s instead of the heartbeat: an election is
-over in about two seconds, and the site should not wait a heartbeat or two more for its
-orders.
+warning line says so on every failed sync.  While the replicas elect a leader (one answers
+``not_leader`` and none takes the sync) the retries come after 0.2 s, 0.4 s, then every 0.5 s
+for about 10 s, instead of the heartbeat's doubling backoff: an election is over in about two
+seconds, and the site should not wait a heartbeat or two more for its orders.
 
 Leases and fencing: every sync the server answers grants the site a lease (``lease_s`` of
 the reply): nobody else is given the site's work before it runs out.  The agent keeps its
@@ -72,8 +72,9 @@ _log = logging.getLogger("onecluster.agent")
 
 #: Bounds on the heartbeat interval a server may ask for.
 _MIN_INTERVAL_S, _MAX_INTERVAL_S = 0.01, 60.0
-#: The first retry while the replicas elect a leader; doubled each time, up to the usual one.
-_ELECTION_RETRY_S = 0.2
+#: Retries while the replicas elect a leader: the first after 0.2 s, doubled up to 0.5 s, for
+#: this many failures in a row (about 10 s: an election takes about 2); then the usual backoff.
+_ELECTION_RETRY_S, _ELECTION_RETRY_MAX_S, _ELECTION_RETRIES = 0.2, 0.5, 20
 #: While a circuit just fell silent or recovered, sync this often (the server reroutes).
 _ATTENTION_INTERVAL_S = 0.25
 #: The longest rest between turns of an agent that probes.
@@ -348,10 +349,10 @@ class Agent:
         nothing of the site can still be at stake."""
         self._failed += 1
         self._failures += 1
-        first = min(_ELECTION_RETRY_S, self._interval) if isinstance(exc, NotLeaderError) else None
-        delay = min(
-            (first or self._interval) * 2.0 ** min(self._failures - 1, 16), self._max_backoff_s
-        )
+        delay = min(self._interval * 2.0 ** min(self._failures - 1, 16), self._max_backoff_s)
+        if isinstance(exc, NotLeaderError) and self._failures <= _ELECTION_RETRIES:
+            election = _ELECTION_RETRY_S * 2.0 ** (self._failures - 1)
+            delay = min(delay, election, _ELECTION_RETRY_MAX_S)
         self._next_sync = now + delay
         if isinstance(exc, _PERMANENT):
             self._refusal = exc
