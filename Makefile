@@ -58,6 +58,7 @@ bench: install
 	$(BIN)/python benchmarks/bench_planner.py
 	ONECLUSTER_TEST_PG_URL="$${ONECLUSTER_TEST_PG_URL:-$$(scripts/postgres.sh start)}" \
 		$(BIN)/python benchmarks/bench_failover.py
+	$(BIN)/python benchmarks/bench_outage.py  # about 15 minutes: outages of 10 s, 60 s, 10 min
 	@if command -v wrk >/dev/null; then \
 		ONECLUSTER_TEST_PG_URL="$${ONECLUSTER_TEST_PG_URL:-$$(scripts/postgres.sh start)}" \
 			$(BIN)/python benchmarks/bench_replicas.py; \
