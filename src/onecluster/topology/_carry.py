@@ -14,7 +14,8 @@ host, with another monotonic clock, can place them on its own.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import cast, get_args
 
 from onecluster.errors import ValidationError
@@ -61,51 +62,23 @@ class LinkCarry:
     def shape(self) -> LinkCarry:
         """This carry without its ages: equal shapes need not be written again (a penalty
         only decays between them, which its age says)."""
-        return LinkCarry(
-            version=self.version,
-            down=self.down,
-            endpoints=self.endpoints,
-            circuits=tuple(
-                CircuitCarry(
-                    name=c.name,
-                    a=c.a,
-                    b=c.b,
-                    state=c.state,
-                    ends=tuple(
-                        EndCarry(site=e.site, down=e.down, penalty=e.penalty, penalty_age_s=0.0)
-                        for e in c.ends
-                    ),
-                )
-                for c in self.circuits
-            ),
-        )
+        return self._ages(lambda _: 0.0)
 
     def aged(self, seconds: float) -> LinkCarry:
         """This carry ``seconds`` later (every age grows; a negative gap counts as none)."""
         gap = max(seconds, 0.0)
-        return LinkCarry(
-            version=self.version,
-            down=self.down,
-            endpoints=self.endpoints,
-            circuits=tuple(
-                CircuitCarry(
-                    name=c.name,
-                    a=c.a,
-                    b=c.b,
-                    state=c.state,
-                    ends=tuple(
-                        EndCarry(
-                            site=e.site,
-                            down=e.down,
-                            penalty=e.penalty,
-                            penalty_age_s=e.penalty_age_s + gap,
-                        )
-                        for e in c.ends
-                    ),
-                )
-                for c in self.circuits
-            ),
+        return self._ages(lambda age: age + gap)
+
+    def _ages(self, new: Callable[[float], float]) -> LinkCarry:
+        """This carry with every end's penalty age mapped through ``new``."""
+        circuits = tuple(
+            replace(
+                c,
+                ends=tuple(replace(e, penalty_age_s=new(e.penalty_age_s)) for e in c.ends),
+            )
+            for c in self.circuits
         )
+        return replace(self, circuits=circuits)
 
     def to_json(self) -> str:
         """The carry as JSON (what the database keeps)."""
