@@ -8,6 +8,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from sqlalchemy import text
 from tests.server.conftest import RunningServer
 
 from onecluster.clock import ManualClock
@@ -392,34 +393,104 @@ def test_a_circuit_that_is_down_counts_as_full_for_placement(server: RunningServ
     assert server.control.links.circuit_load() == {"sha-tyo": 1.0}
 
 
-def test_a_new_leader_goes_on_from_the_links_the_one_before_kept(tmp_path: Path) -> None:
-    # Two control planes on one database, one after the other (a change of leader): the
-    # second judges no circuit again from nothing.
-    clock = ManualClock(1000.0)
-    config = ServerConfig(fabric=FABRIC, state_dir=tmp_path)
+def _cut_by_a_first_leader(config: ServerConfig, clock: ManualClock) -> tuple[Probes, int]:
+    """Leader of term 1 on ``config``'s database sees sha-tyo cut and keeps its links; the
+    probes, and its route table's version."""
     first, probes = ControlPlane.open(config, clock), Probes()
+    first.resume_links(1)
     feed(first.links, probes, 1000.0, 1007.0)
     probes.cut = {"sha-tyo"}
     feed(first.links, probes, 1007.0, 1009.0)
     clock.advance(9.0)
     first.publish_alerts()
-    route_version = first.links.statistics().route_version
-    peers = first.links.peers("shanghai")
+    version = first.links.statistics().route_version
     first.close()
+    return probes, version
 
+
+def test_a_new_leader_goes_on_from_the_links_the_one_before_kept(tmp_path: Path) -> None:
+    # Two control planes on one database, one after the other (a change of leader): the
+    # second judges no circuit again from nothing.
+    clock = ManualClock(1000.0)
+    config = ServerConfig(fabric=FABRIC, state_dir=tmp_path)
+    probes, route_version = _cut_by_a_first_leader(config, clock)
     second = ControlPlane.open(config, clock)
     second.links.stand_by()  # as a replica's lifespan leaves it until it takes office
     assert feed(second.links, probes, 1009.0, 1010.0) == []  # not taken: not yet in office
-    second.resume_links()
-    assert not second.links.standing_by
+    second.resume_links(2)
+    assert second.links.office == 2 and not second.links.standing_by
     assert states(second.links)["sha-tyo"] == "down"
     assert second.links.statistics().route_version == route_version
     assert second.links.down_circuits() == {"sha-tyo"}
-    assert second.links.peers("shanghai") == peers  # probing never pauses
+    assert [p.endpoint for p in second.links.peers("shanghai")] == [
+        "10.212.0.2:7000"
+    ] * 3  # probing never pauses
     kinds = feed(second.links, probes, 1010.0, 1013.0)
     clock.advance(4.0)
     second.publish_alerts()
     assert kinds == []
-    downs = second.store.events(kind_prefix="link_down")
-    assert len(downs) == 1  # sent once, by the first leader
+    assert len(second.store.events(kind_prefix="link_down")) == 1  # sent once, by the first
     second.close()
+
+
+@pytest.mark.parametrize(
+    ("term", "wait_s"),
+    [(3, 1.0), (2, 3600.0)],  # a leader between the two that kept nothing; a day later
+)
+def test_links_a_leader_cannot_vouch_for_are_taken_for_their_damping_only(
+    tmp_path: Path, term: int, wait_s: float
+) -> None:
+    clock = ManualClock(1000.0)
+    config = ServerConfig(fabric=FABRIC, state_dir=tmp_path)
+    _, route_version = _cut_by_a_first_leader(config, clock)
+    second = ControlPlane.open(config, clock)
+    if wait_s > 60.0:  # the carry's age is the database's clock: age the row instead
+        with second.store.engine.begin() as conn:
+            conn.execute(text("UPDATE link_carry SET written_at = written_at - :s"), {"s": wait_s})
+    second.resume_links(term)
+    assert set(states(second.links).values()) == {"unknown"}
+    assert second.links.down_circuits() == frozenset()
+    assert second.links.statistics().route_version == route_version + 1
+    second.close()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        '{"version": Infinity, "down": [], "circuits": []}',
+        '{"version": 1, "down": "sha-tyo", "circuits": []}',
+        "[" * 100_000,
+        '{"version": 1, "down": [], "circuits": [{"name": "sha-tyo", "a": "shanghai", '
+        '"b": "tokyo", "state": "down", "ends": [{"site": "tokyo", "down": "false", '
+        '"penalty": 1, "penalty_age_s": 0}]}]}',
+        '{"version": 1, "down": [], "circuits": [{"name": "sha-tyo", "a": "shanghai", '
+        '"b": "tokyo", "state": "down", "ends": [{"site": "tokyo", "down": true, '
+        '"penalty": NaN, "penalty_age_s": -5}]}]}',
+    ],
+)
+def test_a_damaged_carry_starts_the_links_blank_and_takes_office(tmp_path: Path, body: str) -> None:
+    clock = ManualClock(1000.0)
+    config = ServerConfig(fabric=FABRIC, state_dir=tmp_path)
+    control = ControlPlane.open(config, clock)
+    control.store.keep_links([], body, now=1.0)
+    control.resume_links(1)
+    assert control.links.office == 1
+    assert set(states(control.links).values()) == {"unknown"}
+    kept = control.store.kept_links()
+    assert kept is not None and kept.body != body  # kept again, readable, under term 1
+    control.close()
+
+
+def test_a_replica_that_led_the_term_before_keeps_its_board_and_pending_alerts(
+    tmp_path: Path,
+) -> None:
+    clock = ManualClock(1000.0)
+    config = ServerConfig(fabric=FABRIC, state_dir=tmp_path)
+    control, probes = ControlPlane.open(config, clock), Probes()
+    control.resume_links(4)
+    feed(control.links, probes, 1000.0, 1007.0)  # four link_up alerts, not yet stored
+    control.links.stand_by()  # its lease lapsed (the database was away); it leads again
+    control.resume_links(5)
+    ups = control.store.events(kind_prefix="link_up")
+    assert len(ups) == 4 and set(states(control.links).values()) == {"up"}
+    control.close()

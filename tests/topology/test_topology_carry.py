@@ -5,6 +5,7 @@ prevents."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -12,7 +13,7 @@ import pytest
 
 from onecluster.errors import ValidationError
 from onecluster.fabric import load_fabric
-from onecluster.topology import LinkCarry, LinkStates
+from onecluster.topology import EndReport, LinkCarry, LinkStates, Probe
 
 if TYPE_CHECKING:
     from conftest import ProbingAgents
@@ -30,10 +31,15 @@ def _cut(agents: ProbingAgents) -> LinkStates:
     return states
 
 
+def _kept(carry: LinkCarry) -> LinkCarry:
+    """``carry`` as a new leader reads it back from the database's JSON."""
+    return LinkCarry.from_dict(json.loads(json.dumps(carry.as_dict())))
+
+
 def _next_leader(carry: LinkCarry | None, now: float) -> LinkStates:
     states = LinkStates(THREE)
     if carry is not None:
-        states.resume(LinkCarry.from_json(carry.to_json()), now)
+        states.resume(_kept(carry), now)
     return states
 
 
@@ -113,7 +119,7 @@ def test_a_carry_ages_its_penalties_and_keeps_its_endpoints(agents: ProbingAgent
         circuits=carry.circuits,
         endpoints=(("sha-tyo", "tokyo", "10.0.0.3:7000"),),
     )
-    older = LinkCarry.from_json(carry.aged(30.0).to_json())
+    older = _kept(carry.aged(30.0))
     assert older.endpoints == carry.endpoints
     assert older.shape() == carry.shape()
     ages = [e.penalty_age_s for c in carry.circuits for e in c.ends]
@@ -121,14 +127,72 @@ def test_a_carry_ages_its_penalties_and_keeps_its_endpoints(agents: ProbingAgent
 
 
 @pytest.mark.parametrize(
-    "text", ["", "[]", '{"version": 1}', '{"version": 1, "down": [], "circuits": [{"name": "x"}]}']
+    "text",
+    [
+        "[]",
+        '{"version": 1}',
+        '{"version": 1, "down": [], "circuits": [{"name": "x"}]}',
+        '{"version": 1e400, "down": [], "circuits": []}',
+        '{"version": 1, "down": "sha-tyo", "circuits": []}',
+        '{"version": -1, "down": [], "circuits": []}',
+    ],
 )
 def test_a_carry_that_cannot_be_read_is_refused(text: str) -> None:
     with pytest.raises(ValidationError, match="cannot be read"):
-        LinkCarry.from_json(text)
+        LinkCarry.from_dict(json.loads(text))
 
 
 def test_a_carry_with_an_unknown_state_is_refused(agents: ProbingAgents) -> None:
     carry = _cut(agents).carry(9.0)
     with pytest.raises(ValidationError, match="unknown circuit state"):
-        LinkCarry.from_json(carry.to_json().replace('"state":"down"', '"state":"sideways"'))
+        text = json.dumps(carry.as_dict()).replace('"state": "down"', '"state": "sideways"')
+        LinkCarry.from_dict(json.loads(text))
+
+
+def test_an_agent_restarted_during_the_change_of_leader_starts_its_end_afresh(
+    agents: ProbingAgents,
+) -> None:
+    # Held down by its damping at the old leader; the new agent at Tokyo is another process,
+    # whose end starts afresh (as the old leader would have done), with the restart's grace.
+    before = _cut(agents)
+    carry = before.carry(9.0)
+    cut = next(c for c in carry.circuits if c.name == "sha-tyo")
+    tokyo = next(e for e in cut.ends if e.site == "tokyo")
+    assert tokyo.agent_id == "agent-tokyo" and tokyo.down
+    after = _next_leader(carry, 9.0)
+    ends = after.circuits["sha-tyo"]
+    agents.cut = set()
+    ends.feed("tokyo", "agent-tokyo-2", [], offset=0.0, now=9.5)
+    assert ends._ends["tokyo"].carried is None and ends._ends["tokyo"].changed_at == 9.5
+    assert ends._ends["shanghai"].carried is not None  # the same agent: carried on
+
+
+def test_the_rtt_floor_is_carried_so_a_degraded_circuit_is_judged_as_before() -> None:
+    # The path grew longer: degraded against the old floor.  The new leader must judge it as
+    # the old one would have gone on to (an rtt_shift, then the new floor), not as a fresh
+    # tracker whose floor is the longer path (an early, false "recovered", no rtt_shift).
+    old = LinkStates(THREE)
+    rtt = old.circuits["sha-tyo"].circuit.rtt_ms
+    seqs = {"shanghai": 0, "tokyo": 0}
+
+    def feed(boards: list[LinkStates], start: int, end: int, rtt: float) -> list[list[str]]:
+        kinds: list[list[str]] = [[] for _ in boards]
+        for t in range(start, end):
+            for site in ("shanghai", "tokyo"):
+                probes = [Probe(seqs[site] + i, t + i / 10, rtt) for i in range(10)]
+                seqs[site] += 10
+                report = [EndReport("sha-tyo", tuple(probes))]
+                for n, board in enumerate(boards):
+                    at = t + 1.0
+                    alerts = board.report(site, f"agent-{site}", report, clock_s=at, now=at)
+                    kinds[n] += [a.kind for a in alerts]
+        return kinds
+
+    feed([old], 0, 12, rtt)
+    feed([old], 12, 18, rtt * 2)
+    assert old.circuits["sha-tyo"].state == "degraded"
+    new = LinkStates(THREE)
+    new.resume(_kept(old.carry(18.0)), 18.0)
+    kept_on, taken_over = feed([old, new], 18, 34, rtt * 2)
+    assert "link_rtt_shift" in kept_on
+    assert taken_over == kept_on

@@ -8,6 +8,7 @@ a newer version or new drains wherever another replica (or this one) applied the
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Sequence
@@ -59,6 +60,11 @@ from onecluster.topology import LinkCarry
 __all__ = ["ControlPlane"]
 
 _log = logging.getLogger("onecluster.server")
+#: The leader keeps its links again this often even when they did not change, so that their
+#: age in the database says how long ago a leader last vouched for them.
+_RESTAMP_S = 10.0
+#: A carry older than this is taken for its flap damping only (the circuits may have changed).
+_CARRY_MAX_AGE_S = 60.0
 _links_log = logging.getLogger("onecluster.links")
 
 
@@ -107,6 +113,7 @@ class ControlPlane:
         )
         self._alerts_lock = threading.Lock()
         self._kept_shape: LinkCarry | None = None  # of the carry last kept in the database
+        self._kept_at = 0.0  # when it was kept (this server's clock)
         self._refusals_logged: set[tuple[str, str]] = set()
         self.pending = PendingMirror(
             lambda: (
@@ -342,40 +349,71 @@ class ControlPlane:
     def publish_alerts(self) -> None:
         """Store the link board's pending alerts as events (``GET /events``) and log them,
         in the order they happened, with the board's carry for the next leader when it
-        changed (one transaction: :mod:`onecluster.store._link_carry`); if the store fails
-        they stay pending for the next try."""
+        changed or is :data:`_RESTAMP_S` old (one transaction:
+        :mod:`onecluster.store._link_carry`; no carry from a board not in office); if the
+        store fails they stay pending for the next try."""
         with self._alerts_lock:
             now = self.clock.now()
             alerts, carry = self.links.take_alerts_with_carry(now)
             shape = carry.shape()
-            if not alerts and shape == self._kept_shape:
+            changed = self.links.office is not None and (
+                shape != self._kept_shape or now - self._kept_at >= _RESTAMP_S
+            )
+            if not alerts and not changed:
                 return
             events = [(a.kind, a.message) for a in alerts]
-            changed = shape != self._kept_shape
             try:
-                self.store.keep_links(events, carry.to_json() if changed else None, now=now)
+                body = _carry_json(carry) if changed else None
+                self.store.keep_links(events, body, now=now)
             except BaseException:
                 self.links.put_back(alerts)
                 raise
-            self._kept_shape = shape
+            if changed:
+                self._kept_shape, self._kept_at = shape, now
         for alert in alerts:
             _links_log.log(logging.WARNING if alert.warning else logging.INFO, "%s", alert.message)
 
-    def resume_links(self) -> None:
-        """As a new leader (or a server started again): start the link board afresh from the
-        carry the leader before kept, so that no circuit is judged again from nothing — no
+    def resume_links(self, term: int) -> None:
+        """As the leader of ``term`` (a new one, or a server started again): go on from the
+        links the leader before kept, so that no circuit is judged again from nothing — no
         false ``down`` or ``up``, no route flap, no alert twice, flap damping kept
-        (decision 169).  A carry that cannot be read is logged and the board starts blank."""
-        kept = self.store.kept_links()
-        carried: LinkCarry | None = None
-        if kept is not None:
-            try:
-                carried = LinkCarry.from_json(kept.body).aged(kept.age_s)
-            except ValidationError as exc:
-                _links_log.warning("%s; %s", exc.message, exc.hint)
+        (decision 169) — and keep them at once under this term.
+
+        A replica that led the term before keeps its own board (pending alerts too).  A
+        carry written in that term, at most :data:`_CARRY_MAX_AGE_S` ago, is taken whole;
+        an older one only for its flap penalties, probe endpoints and route version; one
+        that cannot be read is logged and the board starts blank."""
         with self._alerts_lock:
-            self.links.resume(carried, self.clock.now())
-            self._kept_shape = None if carried is None else carried.shape()
+            if self.links.last_office == term - 1:
+                self.links.reinstate(term)
+            else:
+                self.links.resume(self._carried(term), self.clock.now(), term=term)
+            self._kept_shape = None
+        self.publish_alerts()
+
+    def _carried(self, term: int) -> LinkCarry | None:
+        """The carry to resume ``term`` from (see :meth:`resume_links`)."""
+        kept = self.store.kept_links()
+        if kept is None:
+            return None
+        try:
+            carried = LinkCarry.from_dict(json.loads(kept.body)).aged(kept.age_s)
+        except (ValueError, RecursionError) as exc:  # not JSON, or nested past the stack
+            _links_log.warning("the links kept in the database are not JSON (%s)", exc)
+            return None
+        except ValidationError as exc:
+            _links_log.warning("%s; %s", exc.message, exc.hint)
+            return None
+        if carried.term == term - 1 and kept.age_s <= _CARRY_MAX_AGE_S:
+            return carried
+        _links_log.info(
+            "the links kept in the database are of term %d, %.0f s old: this leader (term %d) "
+            "takes their flap damping, not their states",
+            carried.term,
+            kept.age_s,
+            term,
+        )
+        return carried.unjudged()
 
     def circuit_load(self, now: float) -> dict[str, float]:
         """For the scheduler: each circuit's load, the larger of what its probes say (a
@@ -438,3 +476,8 @@ class ControlPlane:
             raise ValidationError(msg)
         usage = self.store.usage(period.start, period.end)
         return before_after(self.fabric, period, usage, baseline=baseline, now=self.clock.now())
+
+
+def _carry_json(carry: LinkCarry) -> str:
+    """The link board's carry as the database keeps it."""
+    return json.dumps(carry.as_dict(), separators=(",", ":"), allow_nan=False)

@@ -72,6 +72,8 @@ class LinkBoard:
         self._said: dict[tuple[str, str], _Said] = {}  # (circuit, site) → its latest report
         self._endpoints: dict[tuple[str, str], str] = {}  # (circuit, site) → its probe socket
         self._standing_by = False
+        self._office: int | None = None  # the term this board was resumed for, while it leads
+        self._last_office: int | None = None  # the last such term, kept when standing by
 
     # -- input ------------------------------------------------------------------------------
 
@@ -154,22 +156,43 @@ class LinkBoard:
 
     def _carry(self, now: float) -> LinkCarry:
         endpoints = tuple(sorted((c, s, e) for (c, s), e in self._endpoints.items()))
-        return replace(self._states.carry(now), endpoints=endpoints)
+        term = self._office or 0
+        return replace(self._states.carry(now), endpoints=endpoints, term=term)
 
     @property
     def standing_by(self) -> bool:
-        """Whether this board waits to be resumed: it takes no reports and routes nothing."""
+        """Whether this board waits to be resumed: it takes no reports."""
         return self._standing_by
 
-    def stand_by(self) -> None:
-        """Take no reports and send no routes until :meth:`resume`: this replica does not
-        lead, or leads but has not yet read the carry of the leader before (a report taken
-        now would be judged on a board that the carry is about to replace)."""
-        self._standing_by = True
+    @property
+    def office(self) -> int | None:
+        """The leader's term this board was resumed for (None while standing by): a sync
+        fenced with another term must not be taken on it, and no carry is written from it."""
+        return self._office
 
-    def resume(self, carried: LinkCarry | None, now: float) -> None:
-        """Start afresh as a new leader — no probe history, no pending alerts, no reports
-        kept for display — and go on from ``carried`` if there is one
+    @property
+    def last_office(self) -> int | None:
+        """The last term this board was resumed for, also after it stood by."""
+        return self._last_office
+
+    def stand_by(self) -> None:
+        """Take no reports and write no carry until :meth:`resume` or :meth:`reinstate`:
+        this replica does not lead, or leads but has not yet read the carry of the leader
+        before (a report taken now would be judged on a board that the carry is about to
+        replace).  What it shows (``/links``, ``/routes``) is its last state meanwhile."""
+        self._standing_by = True
+        self._office = None
+
+    def reinstate(self, term: int) -> None:
+        """Lead again in ``term`` on this board as it stands, pending alerts included: this
+        replica led the term before, so nobody else changed the links meanwhile."""
+        with self._lock:
+            self._office = self._last_office = term
+            self._standing_by = False
+
+    def resume(self, carried: LinkCarry | None, now: float, *, term: int) -> None:
+        """Start afresh as the leader of ``term`` — no probe history, no pending alerts, no
+        reports kept for display — and go on from ``carried`` if there is one
         (:meth:`LinkStates.resume`; its probe endpoints too)."""
         hysteresis, stale_s, lag_s = self._tuning
         with self._lock:
@@ -185,6 +208,7 @@ class LinkBoard:
                     if circuit in names
                 }
             self._states = states
+            self._office = self._last_office = term
             self._standing_by = False
 
     def take_alerts(self) -> list[LinkAlert]:

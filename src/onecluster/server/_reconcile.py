@@ -106,20 +106,19 @@ class Reconciler:
             await asyncio.sleep(interval)
 
     def _step_as_leader(self, election: Election, term: int) -> None:
-        if self._office != term:
-            try:
-                self.take_office()
-            except PlatformError as exc:  # the database: the next pass tries again
-                _log.warning("could not take office yet: %s", exc.message)
-                return
-            self._office = term
         try:
             with fenced(term, election.holder):
+                if self._office != term:
+                    self.take_office(term)
+                    self._office = term
                 self.step()
         except NotLeaderError as exc:
             _log.warning("%s; the pass stopped", exc.message)
             election.step_down(term)
             self._office = None
+            self._control.links.stand_by()
+        except PlatformError as exc:  # taking office failed (the database): the next pass
+            _log.warning("could not take office yet: %s", exc.message)
 
     def _refresh_fabric(self) -> None:
         """Every replica, leader or not, takes a fabric applied elsewhere before its pass."""
@@ -128,12 +127,12 @@ class Reconciler:
         except Exception:  # noqa: BLE001 -- the loop must go on; the next round retries
             _log.exception("could not read the fabric in force; the next round retries")
 
-    def take_office(self) -> None:
-        """Start leading: sites get one lease from now to sync again before they can expire
-        (they could not renew while nobody led), the pending queue is read afresh and the
-        link board goes on from the leader before's carry."""
+    def take_office(self, term: int) -> None:
+        """Start leading in ``term``: sites get one lease from now to sync again before they
+        can expire (they could not renew while nobody led), the pending queue is read afresh
+        and the link board goes on from the leader before's carry."""
         c = self._control
-        c.resume_links()
+        c.resume_links(term)
         self._expire_from = c.clock.now() + c.config.lease_s
         c.pending.resume()
 

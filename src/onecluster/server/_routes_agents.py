@@ -61,7 +61,7 @@ async def sync(
     if term is None:
         msg = "this replica stopped leading before it could take the sync"
         raise NotLeaderError(msg, hint="the agent sends it again, to the leader")
-    if control.links.standing_by:  # elected, and reading the links the leader before left
+    if control.links.office != term:  # elected, and reading the links the leader before left
         msg = "this replica was just elected and has not taken office yet"
         raise NotLeaderError(msg, hint="the agent sends it again in a moment")
 

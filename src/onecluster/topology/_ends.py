@@ -50,6 +50,16 @@ class Probe:
     rtt_ms: float | None
 
 
+@dataclass(frozen=True, slots=True)
+class _Carried:
+    """An end's tracker as the leader before left it, placed on this server's clock."""
+
+    down: bool
+    penalty: float
+    penalty_at: float
+    min_rtt_ms: float | None
+
+
 class _End:
     """One end of a circuit as its agent reports it."""
 
@@ -62,13 +72,14 @@ class _End:
         self.newest_at: float | None = None
         self.changed_at: float | None = None  # when a new agent replaced the one before
         self.detail = ""
-        #: From the leader before, until this end's first tracker: down?, penalty, as of when.
-        self.carried: tuple[bool, float, float] | None = None
+        #: From the leader before, until this end's first tracker (another agent drops it).
+        self.carried: _Carried | None = None
 
     def reset(self, agent_id: str, now: float) -> None:
         if self.agent_id is not None:
             self.changed_at = now
         self.agent_id = agent_id
+        self.carried = None  # the leader before's tracker followed another agent
         self.tracker = None
         self.last_seq = -1
         self.first_at = self.newest_at = None
@@ -131,11 +142,22 @@ class LinkEnds:
             if end.tracker is not None:
                 down = end.tracker.state == "down"
                 penalty, at = end.tracker.damping()
+                floor = end.tracker.min_rtt_ms
             elif end.carried is not None:  # not heard from since this leader took over
-                down, penalty, at = end.carried
+                kept = end.carried
+                down, penalty, at, floor = kept.down, kept.penalty, kept.penalty_at, kept.min_rtt_ms
             else:
                 continue
-            ends.append(EndCarry(site=end.site, down=down, penalty=penalty, penalty_age_s=now - at))
+            ends.append(
+                EndCarry(
+                    site=end.site,
+                    down=down,
+                    penalty=penalty,
+                    penalty_age_s=max(now - at, 0.0),
+                    agent_id=end.agent_id,
+                    min_rtt_ms=floor,
+                )
+            )
         c = self.circuit
         return CircuitCarry(name=c.name, a=c.a, b=c.b, state=self.state, ends=tuple(ends))
 
@@ -143,22 +165,29 @@ class LinkEnds:
         """Take over ``carried`` (the leader before's carry of this circuit, aged to ``now``):
         its state holds until both ends' probes say otherwise, or for ``up_after_s`` +
         ``stale_s`` + ``lag_s`` (enough for a first report and a warm tracker) if they say
-        nothing; each end's first tracker starts down or up as it was, with its penalty."""
+        nothing; each end's first tracker starts down or up as it was, with its penalty and
+        RTT floor — unless another agent than the carried one reports first (a restarted
+        agent: the end starts afresh, with the restart's grace)."""
         self.state, self.since = carried.state, now
         self._held_until = now + self._hysteresis.up_after_s + self._stale_s + self._lag_s
         for e in carried.ends:
             end = self._ends.get(e.site)
             if end is not None:
-                end.carried = (e.down, e.penalty, now - e.penalty_age_s)
+                end.agent_id = e.agent_id
+                end.carried = _Carried(e.down, e.penalty, now - e.penalty_age_s, e.min_rtt_ms)
 
     def _tracker(self, end: _End, at: float) -> LinkTracker:
         """The end's first tracker: as the leader before left it, if it carried one."""
         carried, end.carried = end.carried, None
         if carried is None:
             return LinkTracker(self._hysteresis, now=at)
-        down, penalty, penalty_at = carried
         return LinkTracker(
-            self._hysteresis, now=at, down=down, penalty=penalty, penalty_at=penalty_at
+            self._hysteresis,
+            now=at,
+            down=carried.down,
+            penalty=carried.penalty,
+            penalty_at=carried.penalty_at,
+            min_rtt_ms=carried.min_rtt_ms,
         )
 
     def views(self, now: float) -> dict[str, EndView]:

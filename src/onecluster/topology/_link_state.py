@@ -64,11 +64,12 @@ class LinkTracker:
         down: bool = False,
         penalty: float = 0.0,
         penalty_at: float | None = None,
+        min_rtt_ms: float | None = None,
     ) -> None:
         """A tracker whose circuit is up at ``now`` — or, with ``down``, down (it comes up
         only after ``up_after_s`` of replies, damping permitting) — with a flap penalty of
-        ``penalty`` as of ``penalty_at`` (default ``now``): how a new leader takes over a
-        circuit from the one before."""
+        ``penalty`` as of ``penalty_at`` (default ``now``) and an RTT floor of ``min_rtt_ms``:
+        how a new leader takes over a circuit from the one before."""
         self.config = config or Hysteresis()
         self._state: LinkState = "down" if down else "up"
         self._last_reply = now
@@ -76,12 +77,17 @@ class LinkTracker:
         self._samples: deque[tuple[float, float | None]] = deque()  # (time, rtt or None)
         self._penalty = penalty
         self._penalty_at = now if penalty_at is None else penalty_at
-        self._min_rtt: float | None = None
+        self._min_rtt: float | None = min_rtt_ms
 
     @property
     def state(self) -> LinkState:
         """The state after the last :meth:`observe` or :meth:`tick`."""
         return self._state
+
+    @property
+    def min_rtt_ms(self) -> float | None:
+        """The RTT floor the circuit is judged against (None before a reply)."""
+        return self._min_rtt
 
     def damping(self) -> tuple[float, float]:
         """The flap penalty as of its last change, and when that was (to hand over)."""
