@@ -494,3 +494,16 @@ def test_a_replica_that_led_the_term_before_keeps_its_board_and_pending_alerts(
     ups = control.store.events(kind_prefix="link_up")
     assert len(ups) == 4 and set(states(control.links).values()) == {"up"}
     control.close()
+
+
+def test_taking_office_again_in_the_same_term_keeps_the_board(tmp_path: Path) -> None:
+    # Taking office failed after the links were resumed (the pending queue's read, say) and
+    # the next pass tries again: the board is not resumed a second time from its own carry.
+    clock = ManualClock(1000.0)
+    config = ServerConfig(fabric=FABRIC, state_dir=tmp_path)
+    _cut_by_a_first_leader(config, clock)
+    second = ControlPlane.open(config, clock)
+    second.resume_links(2)
+    second.resume_links(2)
+    assert states(second.links)["sha-tyo"] == "down"
+    second.close()

@@ -384,6 +384,8 @@ class ControlPlane:
         an older one only for its flap penalties, probe endpoints and route version; one
         that cannot be read is logged and the board starts blank."""
         with self._alerts_lock:
+            if self.links.office == term:  # taking office failed later on, and is tried again
+                return
             if self.links.last_office == term - 1:
                 self.links.reinstate(term)
             else:

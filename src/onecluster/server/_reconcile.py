@@ -117,8 +117,9 @@ class Reconciler:
             election.step_down(term)
             self._office = None
             self._control.links.stand_by()
-        except PlatformError as exc:  # taking office failed (the database): the next pass
-            _log.warning("could not take office yet: %s", exc.message)
+        except PlatformError as exc:  # the database, taking office: the next pass tries again
+            done = "took office" if self._office == term else "could not take office yet"
+            _log.warning("%s in term %d: %s", done, term, exc.message)
 
     def _refresh_fabric(self) -> None:
         """Every replica, leader or not, takes a fabric applied elsewhere before its pass."""
