@@ -157,7 +157,8 @@ class ServerLink:
             raise failure
         msg = f"no onecluster server answered the sync: {describe_tries(tries)}"
         if electing:
-            raise NotLeaderError(msg, hint="the replicas are electing a leader; retrying soon")
+            hint = "no replica leads yet (an election, or the database away); retrying soon"
+            raise NotLeaderError(msg, hint=hint)
         raise UnavailableError(msg, hint="is `onecluster server` running at any of them?")
 
     def _one_try(self, url: str, site: str, payload: object, phase: float) -> AgentSyncReply:
