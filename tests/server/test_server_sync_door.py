@@ -93,3 +93,25 @@ def test_a_server_that_cannot_reach_its_database_grants_no_lease(
         server.sync("shanghai")
     monkeypatch.undo()
     assert server.control.store.sites()[0].last_heartbeat == before
+
+
+def test_an_elected_replica_takes_no_sync_before_it_has_taken_office(
+    server: RunningServer,
+) -> None:
+    # Between winning the election and reading the links the leader before kept, a sync
+    # would be judged on a board about to be replaced: it is refused, nothing recorded, and
+    # taken once the replica is in office.
+    token = server.token(role="agent", site="shanghai")
+    body = {"json": {"agent_id": "agent-1", "capacity": {"H800": 8}}}
+    assert post(server, "shanghai", token, **body).status_code == 200
+    before = {s.name: s.last_heartbeat for s in server.admin().sites()}["shanghai"]
+    term = server.control.links.office
+    assert term is not None
+    server.control.links.stand_by()
+    server.clock.advance(1.0)
+    refused = post(server, "shanghai", token, **body)
+    assert refused.status_code == 503
+    assert refused.json()["error"]["code"] == "not_leader"
+    assert {s.name: s.last_heartbeat for s in server.admin().sites()}["shanghai"] == before
+    server.control.resume_links(term)
+    assert post(server, "shanghai", token, **body).status_code == 200
