@@ -45,10 +45,8 @@ import os
 import random
 import secrets
 import signal
-import socket
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -61,6 +59,7 @@ import httpx
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
+from cli_procs import free_port, spawn_cli
 from onecluster.client import Client
 from onecluster.schema import JobSubmit, TokenCreate
 
@@ -71,12 +70,6 @@ LEADER_LEASE_S = 2.0  # the server's default; the script does not set it
 PASS_INTERVAL_S = 0.5  # ServerConfig.reconcile_interval_s
 ANCHORS_S = {"kubernetes_lease": 15.0, "slurmctld_timeout": 120.0}
 GOAL_S = 3.0
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _wait_until(what: str, check: Callable[[], bool], timeout: float, every: float = 0.1) -> None:
@@ -120,18 +113,11 @@ class Processes:
     def __init__(self, tmp: Path, db_url: str) -> None:
         self.tmp = tmp
         self.db_url = db_url
-        self.urls = {name: f"http://127.0.0.1:{_free_port()}" for name in ("a", "b")}
+        self.urls = {name: f"http://127.0.0.1:{free_port()}" for name in ("a", "b")}
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
 
     def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
-        with (self.tmp / f"{name}.log").open("ab") as log:
-            self.procs[name] = subprocess.Popen(
-                [sys.executable, "-m", "onecluster.cli", *argv],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=env,
-                start_new_session=True,
-            )
+        self.procs[name] = spawn_cli(self.tmp / f"{name}.log", argv, env)
 
     def start_replica(self, name: str, *, log_level: str = "info") -> None:
         url = self.urls[name]

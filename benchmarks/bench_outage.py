@@ -43,7 +43,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -56,6 +55,7 @@ from pathlib import Path
 
 import httpx
 
+from cli_procs import free_port, spawn_cli
 from onecluster.client import Client
 from onecluster.model import TERMINAL_STATES
 from onecluster.schema import JobOut, JobSubmit, TokenCreate
@@ -128,12 +128,6 @@ def _stat(pid: int) -> tuple[str, int] | None:
     return fields[0], int(fields[19])
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class Aborted(RuntimeError):
     """The run is being stopped (Ctrl-C, SIGTERM, another case failed)."""
 
@@ -168,20 +162,13 @@ class Stack:
         self.name = name
         self.tmp = tmp
         self.lease_s = lease_s
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.state = tmp / "state"
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
 
     def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
-        with (self.tmp / f"{name}.log").open("ab") as log:
-            self.procs[name] = subprocess.Popen(
-                [sys.executable, "-m", "onecluster.cli", *argv],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=env,
-                start_new_session=True,
-            )
+        self.procs[name] = spawn_cli(self.tmp / f"{name}.log", argv, env)
 
     def start_server(self, abort: threading.Event) -> None:
         argv = ["--state-dir", str(self.state), "server", "--fabric", str(FABRIC)]
