@@ -23,6 +23,14 @@ if ! command -v chromium >/dev/null; then
             || log "could not install chromium: the browser tests will be skipped"
     fi
 fi
+# A font with Chinese glyphs, so that the dashboard's zh-CN screenshots show text, not boxes.
+if ! fc-list 2>/dev/null | grep -qiE "wqy|cjk"; then
+    if [[ $(id -u) -eq 0 ]]; then
+        log "installing a Chinese font (fonts-wqy-microhei) with apt-get"
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q fonts-wqy-microhei >&2 \
+            || log "could not install fonts-wqy-microhei: Chinese text will show as boxes"
+    fi
+fi
 if [[ -x .venv/bin/pip ]] && ! .venv/bin/python -c "import playwright" 2>/dev/null; then
     log "installing Playwright into .venv"
     .venv/bin/pip install --quiet -e '.[browser]' >&2 || log "could not install Playwright"

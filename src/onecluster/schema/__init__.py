@@ -17,6 +17,7 @@ from onecluster.schema._cluster import (
     SiteStatsOut,
     StatsOut,
     TeamOut,
+    WhoAmIOut,
 )
 from onecluster.schema._data import (
     DataOrders,
@@ -170,6 +171,7 @@ __all__ = [
     "TransferReport",
     "UndrainIn",
     "VersionOut",
+    "WhoAmIOut",
     "WhyOut",
     "WhyVerdict",
 ]

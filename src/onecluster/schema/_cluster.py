@@ -17,6 +17,7 @@ __all__ = [
     "SiteStatsOut",
     "StatsOut",
     "TeamOut",
+    "WhoAmIOut",
 ]
 
 
@@ -124,3 +125,14 @@ class StatsOut(BaseModel):
     mean_wait_s: float
     p95_wait_s: float
     sites: dict[str, SiteStatsOut]
+
+
+class WhoAmIOut(BaseModel):
+    """``GET /api/v1/whoami``: the caller's role and, for members and agents, their team or
+    site; ``holder`` is who the token was minted for.  The dashboard shows what the role
+    may see from it (the API enforces it anyway)."""
+
+    role: str
+    team: str | None
+    site: str | None
+    holder: str | None

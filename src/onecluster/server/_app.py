@@ -20,6 +20,7 @@ from onecluster.server import (
     _routes_fabric,
     _routes_jobs,
     _routes_links,
+    _routes_live,
 )
 from onecluster.server._config import ServerConfig
 from onecluster.server._control import ControlPlane
@@ -28,6 +29,7 @@ from onecluster.server._errors import install_error_handlers
 from onecluster.server._forward import FORWARD_TIMEOUT_S, LeaderForwarding
 from onecluster.server._limits import BodyLimits
 from onecluster.server._reconcile import Reconciler
+from onecluster.server._routes_dashboard import install_dashboard
 from onecluster.server._submissions import SubmissionWriter
 from onecluster.store import new_holder_id
 
@@ -46,6 +48,9 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> FastAPI:
     ``app.state.reconciler`` the :class:`Reconciler` and ``app.state.submissions`` the
     :class:`SubmissionWriter` (group commit of submissions).  A follower forwards the
     requests only the leader answers (:class:`LeaderForwarding`).
+
+    ``/`` is the NOC dashboard (``server/dashboard/``) and ``/api/v1/live`` its stream of
+    events; a server that shuts down sets ``app.state.closing`` first, which ends the streams.
 
     ``/docs`` (Swagger UI) and ``/redoc`` load their scripts and styles from the server
     itself (``/static-offline-docs/``, shipped by ``fastapi-offline``), never from a CDN, so
@@ -114,4 +119,7 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> FastAPI:
     app.include_router(_routes_data.router)
     app.include_router(_routes_exports.router)
     app.include_router(_routes_fabric.router)
+    app.include_router(_routes_live.router)
+    install_dashboard(app)
+    app.state.closing = asyncio.Event()  # set as the server starts to shut down: ends streams
     return app

@@ -15,6 +15,7 @@ from onecluster.schema import (
     TeamOut,
     TokenCreate,
     TokenOut,
+    WhoAmIOut,
 )
 from onecluster.server._deps import Caller, Control, Elected
 from onecluster.server._leader_view import leader_out
@@ -45,6 +46,12 @@ def leader(control: Control, election: Elected, _caller: Caller) -> LeaderOut:
     """Who leads the control plane (from the database), which replica answered, and every
     replica seen in the last ten seconds."""
     return leader_out(control, election)
+
+
+@router.get("/api/v1/whoami", tags=["cluster"])
+async def whoami(caller: Caller) -> WhoAmIOut:
+    """Who the token is: its role, and the team or site it is for (any valid token)."""
+    return WhoAmIOut(role=caller.role, team=caller.team, site=caller.site, holder=caller.holder)
 
 
 @router.get("/api/v1/sites", tags=["cluster"])

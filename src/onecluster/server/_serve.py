@@ -8,6 +8,7 @@ the CLI run from the same folder finds it without ``--server``.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
 import fcntl
@@ -69,26 +70,28 @@ def _serve_on(sock: socket.socket, config: ServerConfig, clock: Clock) -> None:
                 "replicas on other hosts cannot: give it --advertise-url",
                 url,
             )
+    app = create_app(config, clock=clock)
     server = _Server(
-        uvicorn.Config(
-            create_app(config, clock=clock),
-            log_level=config.log_level,
-            access_log=False,
-        ),
+        uvicorn.Config(app, log_level=config.log_level, access_log=False),
         url=url,
         url_file=config.state_dir / SERVER_URL_FILE,
+        closing=app.state.closing,
     )
     server.run(sockets=[sock])
 
 
 class _Server(uvicorn.Server):
     """uvicorn's server, which writes ``url`` to ``url_file`` once it listens and removes it
-    as it starts to shut down (before the signal that stopped it is re-raised)."""
+    as it starts to shut down (before the signal that stopped it is re-raised); it sets
+    ``closing`` then too, which ends the streams that would otherwise keep it waiting."""
 
-    def __init__(self, config: uvicorn.Config, *, url: str, url_file: Path) -> None:
+    def __init__(
+        self, config: uvicorn.Config, *, url: str, url_file: Path, closing: asyncio.Event
+    ) -> None:
         super().__init__(config)
         self._url = url
         self._url_file = url_file
+        self._closing = closing
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
@@ -98,6 +101,7 @@ class _Server(uvicorn.Server):
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         _remove_if_ours(self._url_file, self._url)
+        self._closing.set()
         await super().shutdown(sockets)
 
 
