@@ -40,7 +40,7 @@ async function render() {
     const view = await PAGES[name].render(state.who);
     view.dataset.view = name;
     $("view").replaceChildren(view);
-    document.body.dataset.page = name;
+    document.body.dataset.showing = name;
     document.body.dataset.rendered = String(Date.now());
   } catch (err) {
     if (err instanceof ApiError && err.status === 401) { signOut(); return; }

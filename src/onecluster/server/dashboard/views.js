@@ -133,7 +133,7 @@ export async function jobs() {
 }
 
 export async function transfers() {
-  const list = await get("/api/v1/transfers");
+  const list = await get("/api/v1/transfers?state=all&limit=50");
   if (!list.length) return card("transfers", h("p", { class: "note" }, t("no_transfers")));
   return card("transfers", table(["dataset", "from_to", "state", "progress", "rate", "eta", "paths"],
     list.map((tr) => h("tr", { "data-transfer": tr.id, "data-state": tr.state, "data-done": tr.bytes_done, "data-total": tr.bytes_total },
@@ -164,15 +164,16 @@ export async function register() {
   const verdict = check.ok
     ? stateBadge("ok", t("verified"))
     : stateBadge("bad", check.problems.map((p) => t(p)).join("; "));
-  const headCard = card("register_head", table(["size", "root", "signed_at", "key", "verification"], [
-    h("tr", { "data-register": check.ok ? "verified" : "failed", "data-problems": check.problems.join(" ") },
-      h("td", { class: "num" }, head.size), h("td", { class: "note" }, `${head.root.slice(0, 16)}…`),
-      h("td", {}, head.timestamp), h("td", { class: "note" }, `${head.public_key.slice(0, 12)}…`), h("td", {}, verdict))]));
+  const field = (key, value) => [h("dt", { "data-i18n": key }, t(key)), h("dd", {}, value)];
+  const headCard = card("register_head", h("dl", { class: "fields", "data-register": check.ok ? "verified" : "failed", "data-problems": check.problems.join(" ") },
+    field("verification", verdict), field("size", String(head.size)), field("root", head.root),
+    field("signed_at", head.timestamp), field("key", head.public_key)));
+  headCard.classList.add("wide");
   const entryRows = entries.slice(-50).reverse().map((text, i) => {
     const e = JSON.parse(text);
     const seq = entries.length - 1 - i;
-    const what = ["kind", "dataset", "src", "dst", "approval", "bytes", "individuals"].filter((k) => k in e).map((k) => `${k}=${e[k]}`).join(" ");
-    return h("tr", { "data-entry": seq }, h("td", { class: "num" }, seq), h("td", {}, e.time || e.at || ""), h("td", { class: "note" }, what || text.slice(0, 120)));
+    const what = ["type", "export", "dataset", "src", "dst", "approval", "bytes_sent", "reason"].filter((k) => k in e).map((k) => `${k}=${e[k]}`).join(" ");
+    return h("tr", { "data-entry": seq }, h("td", { class: "num" }, seq), h("td", {}, e.at || ""), h("td", { class: "note" }, what || text.slice(0, 160)));
   });
   const approvalRows = approvals.map((a) => h("tr", { "data-approval": a.id },
     h("td", {}, a.id), h("td", {}, stateBadge(a.state)), h("td", {}, a.dataset), h("td", {}, a.destinations.join(", ")),
@@ -180,9 +181,9 @@ export async function register() {
   const exportRows = exportsList.map((x) => h("tr", { "data-export": x.id },
     h("td", {}, x.id), h("td", {}, stateBadge(x.state)), h("td", {}, `${x.src} → ${x.dst}`), h("td", {}, x.dataset), h("td", { class: "num" }, bytes(x.bytes))));
   return h("div", { class: "grid" }, headCard,
-    card("entries", entryRows.length ? table(["entries", "submitted", "dataset"], entryRows) : h("p", { class: "note" }, t("no_entries"))),
+    card("entries", entryRows.length ? table(["seq_col", "at_col", "entry_col"], entryRows) : h("p", { class: "note" }, t("no_entries"))),
     card("approvals", approvalRows.length ? table(["approvals", "state", "dataset", "destinations", "purpose", "valid_until"], approvalRows) : h("p", { class: "note" }, t("no_approvals"))),
-    card("exports", table(["exports", "state", "from_to", "dataset", "size"], exportRows)));
+    card("exports", exportRows.length ? table(["exports", "state", "from_to", "dataset", "bytes_col"], exportRows) : h("p", { class: "note" }, t("no_exports"))));
 }
 
 export function feed(events) {
