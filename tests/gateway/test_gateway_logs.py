@@ -107,9 +107,15 @@ def test_a_stream_cut_mid_way_is_logged_with_the_chunks_that_went_through(
     assert '"error"' in reply.text  # the stream ended with an error event
     line = line_of(fleet, "noc-cut")
     assert_noc_line(
-        line, team="vision", model="gpt-cut", upstream="openai-sg", status=200,
-        outcome="upstream_cut", chunks=4, estimated=True,
-    )  # fmt: skip  (the fake's role chunk, then three of text)
+        line,
+        team="vision",
+        model="gpt-cut",
+        upstream="openai-sg",
+        status=200,
+        outcome="upstream_cut",
+        chunks=4,  # the fake's role chunk, then three of text
+        estimated=True,
+    )
     assert isinstance(line["completion_tokens"], int) and line["completion_tokens"] > 0
 
 
