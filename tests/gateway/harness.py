@@ -301,6 +301,17 @@ class Fleet:
         self.procs.append(proc)
         return wait_port(ready, proc)
 
+    def start_upstream(self) -> None:
+        """Start the fake upstream, write the configuration around it and seal every
+        upstream's provider key, as an admin would."""
+        upstream = self.start("gateway", "fake-upstream", name="fake")
+        self.config.write_text(gateway_yaml(f"http://127.0.0.1:{upstream}"))
+        for name, key in PROVIDER_KEYS.items():
+            self.cli(
+                "gateway", "provider-key", "set", name, "--config", str(self.config),
+                stdin=key + "\n",
+            )  # fmt: skip
+
     def run(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
         """``onecluster --state-dir <base> ARGS``, to its end."""
         return subprocess.run(

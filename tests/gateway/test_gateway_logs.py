@@ -25,11 +25,7 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Fleet, s
     base = tmp_path_factory.mktemp("logs")
     fleet = Fleet(base)
     try:
-        upstream = fleet.start("gateway", "fake-upstream", name="fake")
-        fleet.config.write_text(gateway_yaml(f"http://127.0.0.1:{upstream}"))
-        for name, key in PROVIDER_KEYS.items():
-            fleet.cli("gateway", "provider-key", "set", name, "--config", str(fleet.config),
-                      stdin=key + "\n")  # fmt: skip
+        fleet.start_upstream()
         team_key = fleet.cli(
             "gateway", "keys", "issue", "--config", str(fleet.config), "--team", "vision"
         ).strip()

@@ -15,7 +15,7 @@ from typing import Any
 
 import openai
 import pytest
-from harness import PROVIDER_KEYS, Fleet, gateway_yaml, overlapping_calls, wait_until
+from harness import PROVIDER_KEYS, Fleet, overlapping_calls, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -27,18 +27,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Fleet, lis
     tmp_path = tmp_path_factory.mktemp("fleet")
     fleet = Fleet(tmp_path)
     try:
-        upstream = fleet.start("gateway", "fake-upstream", name="fake")
-        fleet.config.write_text(gateway_yaml(f"http://127.0.0.1:{upstream}"))
-        for name, key in PROVIDER_KEYS.items():
-            fleet.cli(
-                "gateway",
-                "provider-key",
-                "set",
-                name,
-                "--config",
-                str(fleet.config),
-                stdin=key + "\n",
-            )
+        fleet.start_upstream()
         urls = []
         for i in range(2):
             port = fleet.start(
