@@ -28,6 +28,7 @@ LAYER = {
     "clock": 0,
     "process": 0,
     "state_dir": 0,
+    "logs": 0,
     "model": 1,
     "fabric": 2,
     "topology": 2,

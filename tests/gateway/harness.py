@@ -8,6 +8,8 @@ official ``openai`` SDK talks to, as a user's program would.
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -257,3 +259,84 @@ async def overlapping_calls(urls: list[str], key: str, n: int, *, delay_ms: int)
     finally:
         for client in clients:
             await client.close()
+
+
+CLI = [sys.executable, "-m", "onecluster.cli"]
+
+
+def wait_port(path: Path, proc: subprocess.Popen[bytes]) -> int:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_text().strip():
+            return int(path.read_text())
+        if proc.poll() is not None:
+            msg = f"{proc.args} exited with {proc.returncode}"
+            raise RuntimeError(msg)
+        time.sleep(0.05)
+    msg = f"{proc.args} did not start"
+    raise RuntimeError(msg)
+
+
+class Fleet:
+    """Gateway processes (and the fake upstream) started through the CLI, as an admin
+    would, each logging to ``<base>/<name>.log``."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.logs: list[object] = []
+        self.db = base / "gateway.db"
+        self.secret = base / "gateway.secret"
+        self.config = base / "gateway.yaml"
+
+    def start(self, *args: str, name: str) -> int:
+        ready = self.base / f"{name}.port"
+        log = (self.base / f"{name}.log").open("wb")
+        self.logs.append(log)
+        proc = subprocess.Popen(
+            [*CLI, *args, "--port", "0", "--ready-file", str(ready)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        self.procs.append(proc)
+        return wait_port(ready, proc)
+
+    def start_upstream(self) -> None:
+        """Start the fake upstream, write the configuration around it and seal every
+        upstream's provider key, as an admin would."""
+        upstream = self.start("gateway", "fake-upstream", name="fake")
+        self.config.write_text(gateway_yaml(f"http://127.0.0.1:{upstream}"))
+        for name, key in PROVIDER_KEYS.items():
+            self.cli(
+                "gateway", "provider-key", "set", name, "--config", str(self.config),
+                stdin=key + "\n",
+            )  # fmt: skip
+
+    def run(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        """``onecluster --state-dir <base> ARGS``, to its end."""
+        return subprocess.run(
+            [*CLI, "--state-dir", str(self.base), *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    def cli(self, *args: str, stdin: str | None = None) -> str:
+        """What ``onecluster ARGS`` printed, which must succeed."""
+        done = self.run(*args, stdin=stdin)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            proc.terminate()
+        for proc in self.procs:
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+        for log in self.logs:
+            log.close()  # type: ignore[attr-defined]

@@ -7,82 +7,19 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from decimal import Decimal
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import openai
 import pytest
-from harness import PROVIDER_KEYS, gateway_yaml, overlapping_calls, wait_until
+from harness import PROVIDER_KEYS, Fleet, overlapping_calls, wait_until
 
 pytestmark = pytest.mark.integration
 
-CLI = [sys.executable, "-m", "onecluster.cli"]
 HELLO = [{"role": "user", "content": "say hello to the whole team"}]
-
-
-def _wait_port(path: Path, proc: subprocess.Popen[bytes]) -> int:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if path.exists() and path.read_text().strip():
-            return int(path.read_text())
-        if proc.poll() is not None:
-            msg = f"{proc.args} exited with {proc.returncode}"
-            raise RuntimeError(msg)
-        time.sleep(0.05)
-    msg = f"{proc.args} did not start"
-    raise RuntimeError(msg)
-
-
-class Fleet:
-    def __init__(self, base: Path) -> None:
-        self.base = base
-        self.procs: list[subprocess.Popen[bytes]] = []
-        self.logs: list[object] = []
-        self.db = base / "gateway.db"
-        self.secret = base / "gateway.secret"
-        self.config = base / "gateway.yaml"
-
-    def start(self, *args: str, name: str) -> int:
-        ready = self.base / f"{name}.port"
-        log = (self.base / f"{name}.log").open("wb")
-        self.logs.append(log)
-        proc = subprocess.Popen(
-            [*CLI, *args, "--port", "0", "--ready-file", str(ready)],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        self.procs.append(proc)
-        return _wait_port(ready, proc)
-
-    def cli(self, *args: str, stdin: str | None = None) -> str:
-        done = subprocess.run(
-            [*CLI, "--state-dir", str(self.base), *args],
-            input=stdin,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        assert done.returncode == 0, done.stderr
-        return done.stdout
-
-    def stop(self) -> None:
-        for proc in self.procs:
-            proc.terminate()
-        for proc in self.procs:
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
-        for log in self.logs:
-            log.close()  # type: ignore[attr-defined]
 
 
 @pytest.fixture(scope="module")
@@ -90,18 +27,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Fleet, lis
     tmp_path = tmp_path_factory.mktemp("fleet")
     fleet = Fleet(tmp_path)
     try:
-        upstream = fleet.start("gateway", "fake-upstream", name="fake")
-        fleet.config.write_text(gateway_yaml(f"http://127.0.0.1:{upstream}"))
-        for name, key in PROVIDER_KEYS.items():
-            fleet.cli(
-                "gateway",
-                "provider-key",
-                "set",
-                name,
-                "--config",
-                str(fleet.config),
-                stdin=key + "\n",
-            )
+        fleet.start_upstream()
         urls = []
         for i in range(2):
             port = fleet.start(

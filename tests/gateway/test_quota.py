@@ -62,6 +62,13 @@ def test_reservations_count_until_settled() -> None:
     minute, money = settlement(Ask(50, 400), tokens=20, spend=150)
     assert (minute.tokens, minute.reserved_tokens) == (20, -50)
     assert (money.spend, money.reserved_spend) == (150, -400)
+    assert (minute.requests, money.requests) == (0, 0)  # an answered call keeps its request
+
+
+def test_a_call_no_upstream_answered_gives_its_request_back() -> None:
+    minute, money = settlement(Ask(50, 400), tokens=0, spend=0, answered=False)
+    assert (minute.requests, minute.tokens, minute.reserved_tokens) == (-1, 0, -50)
+    assert (money.requests, money.spend, money.reserved_spend) == (-1, 0, -400)
 
 
 def test_every_scope_must_admit() -> None:

@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 from onecluster.client import parse_servers
 from onecluster.errors import NotFoundError, ValidationError
 from onecluster.fabric import load_fabric
+from onecluster.logs import LogFormat
 from onecluster.telemetry import DEFAULT_PROBE_PORT
 
 __all__ = ["AgentConfig"]
@@ -77,6 +78,8 @@ class AgentConfig:
     kube_namespace: str = "default"
     kube_image: str = "python:3.11-slim"
     kueue_queue: str | None = None
+    #: How the agent's watchdog writes its log (the agent's own is set up by its caller).
+    log_format: LogFormat = LogFormat.TEXT
 
     def __post_init__(self) -> None:
         if not self.site:

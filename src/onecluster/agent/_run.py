@@ -88,7 +88,9 @@ def _run_locked(
         if links is not None:
             links.close()
         raise
-    watchdog = _start_watchdog(work_dir, lock) if isinstance(backend, LocalBackend) else None
+    watchdog = (
+        _start_watchdog(config, work_dir, lock) if isinstance(backend, LocalBackend) else None
+    )
     agent = Agent(
         config.site,
         backend,
@@ -116,7 +118,7 @@ def _run_locked(
         raise agent.gave_up
 
 
-def _start_watchdog(work_dir: Path, lock: WorkDirLock) -> Child:
+def _start_watchdog(config: AgentConfig, work_dir: Path, lock: WorkDirLock) -> Child:
     """The watchdog of this agent's lease, holding the work-directory lock with it."""
     argv = [
         sys.executable,
@@ -124,6 +126,8 @@ def _start_watchdog(work_dir: Path, lock: WorkDirLock) -> Child:
         "onecluster.agent._watchdog_main",
         str(work_dir),
         str(os.getpid()),
+        config.log_format.value,
+        config.site,
     ]
     dog = Child.spawn(argv, log_path=work_dir / "watchdog.log", pass_fds=[lock.fd])
     lock.note(watchdog_pid=dog.pid)

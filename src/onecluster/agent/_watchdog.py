@@ -31,6 +31,7 @@ from pathlib import Path
 from types import FrameType
 
 from onecluster.backends import kill_leftovers
+from onecluster.logs import LogFormat, setup_logging
 from onecluster.process import alive
 
 __all__ = [
@@ -120,9 +121,11 @@ class Watchdog:
 
 
 def main(argv: list[str]) -> int:
-    """``python -m onecluster.agent._watchdog_main WORK_DIR AGENT_PID``: watch until done."""
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    """``python -m onecluster.agent._watchdog_main WORK_DIR AGENT_PID [FORMAT [SITE]]``:
+    watch until done, logging in FORMAT (``text`` or ``json``, as the agent does)."""
+    log_format = LogFormat.parse(argv[2], source="FORMAT") if len(argv) > 2 else LogFormat.TEXT
+    setup_logging(
+        role="agent-watchdog", log_format=log_format, site=argv[3] if len(argv) > 3 else None
     )
     work_dir, agent_pid = Path(argv[0]), int(argv[1])
     dog = Watchdog(work_dir, agent_pid)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 import typer
 
 from onecluster.cli._config import config_of, token_of
+from onecluster.cli._log_options import LOG_FORMAT_OPTION, start_logging
 from onecluster.errors import AuthError, ValidationError
 
 __all__ = ["register"]
@@ -104,6 +104,8 @@ def agent(
         help="File holding this site's key for the pseudonyms of exports (≥ 16 bytes; it "
         r"never leaves the site) \[default: $ONECLUSTER_DEID_KEY; none: no exports from here].",
     ),
+    log_level: str = typer.Option("info", "--log-level", help="debug, info, warning or error."),
+    log_format: str | None = LOG_FORMAT_OPTION,
 ) -> None:
     """Run the agent of one site: sync with the server, run its jobs through the backend.
 
@@ -121,7 +123,8 @@ def agent(
             hint="set ONECLUSTER_TOKEN or pass `onecluster --token T agent …` (an admin mints "
             "one: onecluster token create --role agent --site S)",
         )
-    _setup_logging()
+    # Lines go to stderr (``up`` sends them to the agent's log file).
+    chosen = start_logging(ctx, role="agent", level=log_level, log_format=log_format, site=site)
     run_agent(
         AgentConfig(
             site=site,
@@ -149,6 +152,7 @@ def agent(
             kube_namespace=kube_namespace,
             kube_image=kube_image,
             kueue_queue=kueue_queue,
+            log_format=chosen,
         )
     )
 
@@ -176,15 +180,6 @@ def _links(specs: list[str]) -> dict[str, str]:
             raise ValidationError(msg)
         links[circuit] = address
     return links
-
-
-def _setup_logging() -> None:
-    """Log lines with a timestamp to stderr (``up`` sends them to the agent's log file)."""
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    # httpx logs every request at INFO: one line a second per agent says nothing useful.
-    logging.getLogger("httpx").setLevel(logging.WARNING)
 
 
 def _deid_key(key_file: Path | None, from_environment: str | None) -> bytes | None:

@@ -55,15 +55,18 @@ class Environment:
     token: str | None = None
     #: The de-identification key (``export deid``), a secret: never printed.
     deid_key: str | None = field(default=None, repr=False)
+    #: How long-running commands write their log, unchecked (``cli/_log_options.py``).
+    log_format: str | None = None
 
     @classmethod
     def from_mapping(cls, environ: Mapping[str, str]) -> Environment:
-        """Pick ``ONECLUSTER_SERVER``, ``ONECLUSTER_TOKEN`` and ``ONECLUSTER_DEID_KEY``
-        (empty or blank: unset)."""
+        """Pick ``ONECLUSTER_SERVER``, ``ONECLUSTER_TOKEN``, ``ONECLUSTER_DEID_KEY`` and
+        ``ONECLUSTER_LOG_FORMAT`` (empty or blank: unset)."""
         return cls(
             server=environ.get("ONECLUSTER_SERVER", "").strip() or None,
             token=environ.get("ONECLUSTER_TOKEN", "").strip() or None,
             deid_key=environ.get("ONECLUSTER_DEID_KEY", "").strip() or None,
+            log_format=environ.get("ONECLUSTER_LOG_FORMAT", "").strip() or None,
         )
 
 
@@ -83,6 +86,8 @@ class CliConfig:
     token_source: str | None = None
     #: ``$ONECLUSTER_DEID_KEY``, the key ``export deid`` uses without ``--key-file``.
     deid_key: str | None = field(default=None, repr=False)
+    #: ``$ONECLUSTER_LOG_FORMAT``, the format without ``--log-format``.
+    log_format: str | None = None
 
     @property
     def servers(self) -> tuple[str, ...]:
@@ -135,6 +140,7 @@ def resolve_config(
         debug=debug,
         token_source=token_source,
         deid_key=environment.deid_key,
+        log_format=environment.log_format,
     )
 
 

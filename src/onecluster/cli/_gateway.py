@@ -17,6 +17,7 @@ import typer
 from rich.table import Table
 
 from onecluster.cli._config import config_of
+from onecluster.cli._log_options import LOG_FORMAT_OPTION, start_logging
 from onecluster.cli._render import err_console, out_console
 from onecluster.errors import ValidationError
 
@@ -81,15 +82,17 @@ def serve(
         None, "--ready-file", help="Write the bound port here once listening."
     ),
     log_level: str = typer.Option("warning", "--log-level", help="debug, info, warning or error."),
+    log_format: str | None = LOG_FORMAT_OPTION,
     fabric: Path | None = typer.Option(
         None,
         "--fabric",
         help="Fabric file (YAML): refuse a configuration whose egress sites or teams it lacks.",
     ),
 ) -> None:
-    """Serve /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/models (blocking)."""
-    import logging
+    """Serve /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/models (blocking).
 
+    Calls that fail upstream (502, 504) and streams cut mid-way are logged at WARNING.
+    """
     from onecluster.fabric import load_fabric
     from onecluster.gateway import GatewaySettings, load_gateway_config, serve_gateway
 
@@ -101,7 +104,7 @@ def serve(
         except ValidationError as exc:
             msg = f"{config} does not match fabric file {fabric}: {exc.message}"
             raise ValidationError(msg, hint=exc.hint) from None
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
+    start_logging(ctx, role="gateway", level=log_level, log_format=log_format)
     if tokenizers is not None:
         if not tokenizers.is_dir():
             msg = f"--tokenizers {tokenizers} is not a directory"

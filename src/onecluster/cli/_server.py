@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from onecluster.cli._config import config_of
+from onecluster.cli._log_options import LOG_FORMAT_OPTION, start_logging
 from onecluster.cli._options import Policy
 
 __all__ = ["register"]
@@ -95,6 +96,7 @@ def server(
         ),
     ),
     log_level: str = typer.Option("info", "--log-level", help="debug, info, warning or error."),
+    log_format: str | None = LOG_FORMAT_OPTION,
 ) -> None:
     """Run the API server and the scheduler (blocking).
 
@@ -108,6 +110,7 @@ def server(
     from onecluster.server import ServerConfig, serve
 
     config = config_of(ctx)
+    start_logging(ctx, role="server", level=log_level, log_format=log_format)
     serve(
         ServerConfig(
             fabric=load_fabric(fabric),

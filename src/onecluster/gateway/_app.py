@@ -1,5 +1,5 @@
 """The gateway's HTTP surface (aiohttp): OpenAI's ``/v1`` endpoints, ``/metrics``,
-``/healthz``; every error in OpenAI's format."""
+``/healthz``; every error in OpenAI's format; every answer with an ``x-request-id``."""
 
 from __future__ import annotations
 
@@ -14,6 +14,13 @@ from onecluster.gateway._calls import handle_call
 from onecluster.gateway._errors import error_body
 from onecluster.gateway._gateway import Gateway
 from onecluster.gateway._wire import Endpoint
+from onecluster.logs import (
+    REQUEST_ID_HEADER,
+    accepted_request_id,
+    current_request_id,
+    new_request_id,
+    request_id_bound,
+)
 
 __all__ = ["build_app"]
 
@@ -25,7 +32,7 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 def build_app(gateway: Gateway) -> web.Application:
     """The aiohttp application serving ``gateway``; it starts and closes it with itself."""
-    app = web.Application(client_max_size=MAX_BODY)
+    app = web.Application(client_max_size=MAX_BODY, middlewares=[_request_ids])
     app[_GATEWAY] = gateway
     for endpoint in Endpoint:
         app.router.add_post(f"/v1/{endpoint.value}", _call_handler(gateway, endpoint))
@@ -36,6 +43,18 @@ def build_app(gateway: Gateway) -> web.Application:
     app.on_startup.append(_start)
     app.on_cleanup.append(_close)
     return app
+
+
+@web.middleware
+async def _request_ids(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Bind the request id (the client's sane ``X-Request-ID``, else a new one) while the
+    request is handled, and answer with it.  A call binds its own (``_calls.py``)."""
+    offered = accepted_request_id(request.headers.get(REQUEST_ID_HEADER))
+    with request_id_bound(offered or new_request_id()):
+        response = await handler(request)
+        if not response.prepared and "x-request-id" not in response.headers:
+            response.headers["x-request-id"] = current_request_id() or ""
+    return response
 
 
 async def _start(app: web.Application) -> None:

@@ -8,6 +8,10 @@ next one only while nothing has been sent to the client.  Usage comes from the p
 own ``usage``; the call is settled (ledger + audit + counters, one transaction) before the
 client sees the end of the answer, so a client that waits for the answer always sees its
 call counted.  A refusal is audited before it is sent, too.
+
+Ids: the call's own id (``x-onecluster-call-id``) keys its ledger and audit rows.  The request
+id (``x-request-id``, on every log line of the call) is the client's ``X-Request-ID`` when it
+sent a sane one, else the call's id (decision 176).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import orjson
 from aiohttp import web
 
 from onecluster.errors import ConflictError, PlatformError, UnavailableError, ValidationError
+from onecluster.gateway._call_logs import log_upstream_trouble
 from onecluster.gateway._config import NANO, ModelEntry
 from onecluster.gateway._errors import (
     GatewayRateLimitError,
@@ -40,6 +45,7 @@ from onecluster.gateway._records import CallRecord, Reservation, clean_text
 from onecluster.gateway._redact import redact
 from onecluster.gateway._store import ReserveOp, SettleOp
 from onecluster.gateway._wire import CallRequest, Endpoint, Usage, parse_event, parse_request
+from onecluster.logs import REQUEST_ID_HEADER, accepted_request_id, request_id_bound
 
 __all__ = ["handle_call"]
 
@@ -59,6 +65,8 @@ class _Call:
     started: float
     endpoint: Endpoint
     request_id: str
+    #: The client's own X-Request-ID, when it sent a sane one.
+    client_id: str | None = None
     caller: Caller | None = None
     request: CallRequest | None = None
     model: ModelEntry | None = None
@@ -99,18 +107,42 @@ class _Call:
                 values[name] = clean_text(values[name])  # type: ignore[arg-type]
         return CallRecord(**values)  # type: ignore[arg-type]
 
+    @property
+    def log_id(self) -> str:
+        """The request id of the call's log lines and of ``x-request-id``."""
+        return self.client_id or self.request_id
+
     def overhead_ms(self) -> str:
         return f"{(time.perf_counter() - self.started - self.upstream_wait) * 1000:.3f}"
 
 
 async def handle_call(gw: Gateway, request: web.Request, endpoint: Endpoint) -> web.StreamResponse:
     """Serve one call to ``/v1/<endpoint>``; every failure becomes an OpenAI-format error."""
-    call = _Call(gw, time.perf_counter(), endpoint, uuid.uuid4().hex)
+    offered = accepted_request_id(request.headers.get(REQUEST_ID_HEADER))
+    call = _Call(gw, time.perf_counter(), endpoint, uuid.uuid4().hex, offered)
+    with request_id_bound(call.log_id):
+        refused = await _guarded(call, lambda: _admit(call, request))
+    if refused is not None:
+        return refused
+    with request_id_bound(call.log_id):  # an Idempotency-Key may have named the call anew
+        answered = await _guarded(
+            call,
+            lambda: (
+                _stream(call, request)
+                if call.request is not None and call.request.stream
+                else _whole(call)
+            ),
+        )
+    assert answered is not None
+    return answered
+
+
+async def _guarded(
+    call: _Call, step: Callable[[], Awaitable[web.StreamResponse | None]]
+) -> web.StreamResponse | None:
+    """``step()``'s answer; a failure becomes the refusal that answers the call instead."""
     try:
-        await _admit(call, request)
-        if call.request is not None and call.request.stream:
-            return await _stream(call, request)
-        return await _whole(call)
+        return await step()
     except PlatformError as error:
         return await _refuse(call, error)
     except asyncio.CancelledError:
@@ -201,7 +233,11 @@ def _ask(req: CallRequest, model: ModelEntry, prompt: int) -> Ask:
 
 
 async def _refuse(call: _Call, error: PlatformError) -> web.Response:
-    headers = {"x-request-id": call.request_id, "x-onecluster-overhead-ms": call.overhead_ms()}
+    headers = {
+        "x-request-id": call.log_id,
+        "x-onecluster-call-id": call.request_id,
+        "x-onecluster-overhead-ms": call.overhead_ms(),
+    }
     if isinstance(error, GatewayRateLimitError):
         headers["retry-after"] = str(error.retry_after)
     call.gw.metrics.refusals.labels(error.code).inc()
@@ -331,7 +367,8 @@ async def _settle(
 
 def _headers(call: _Call) -> dict[str, str]:
     return {
-        "x-request-id": call.request_id,
+        "x-request-id": call.log_id,
+        "x-onecluster-call-id": call.request_id,
         "x-onecluster-egress": call.egress,
         "x-onecluster-upstream": call.upstream,
     }
@@ -341,7 +378,7 @@ async def _whole(call: _Call) -> web.Response:
     try:
         body, usage, answer = await _answer(call)
     except (_Rejected, UpstreamError) as exc:
-        await _settle(call, exc.status, _outcome(exc), Usage(0, 0), "")
+        await _settle_failed(call, exc)
         raise
     record = await _settle(call, 200, "ok", usage, answer)
     headers = _headers(call)
@@ -387,6 +424,14 @@ async def _first_good(
             raise UpstreamError(msg)
 
 
+async def _settle_failed(call: _Call, error: _Rejected | UpstreamError) -> None:
+    """Settle a call no upstream answered, and log it (``_call_logs.py``)."""
+    record = await _settle(call, error.status, _outcome(error), Usage(0, 0), "")
+    log_upstream_trouble(
+        record, request_id=call.log_id, error=scrub(error.message, call.gw.provider_secrets())
+    )
+
+
 def _outcome(error: PlatformError) -> str:
     return "rejected" if isinstance(error, _Rejected) else error.code
 
@@ -422,7 +467,7 @@ async def _stream(call: _Call, request: web.Request) -> web.StreamResponse:
     try:
         reply, events, first = await _open_stream(call)
     except (_Rejected, UpstreamError) as exc:
-        await _settle(call, exc.status, _outcome(exc), Usage(0, 0), "")
+        await _settle_failed(call, exc)
         raise
     headers = _headers(call)
     headers["x-onecluster-overhead-ms"] = call.overhead_ms()
@@ -435,6 +480,7 @@ async def _stream(call: _Call, request: web.Request) -> web.StreamResponse:
     skip_usage = not call.request.client_wants_usage
     raw: bytes | None = first
     cut: UpstreamError | None = None
+    chunks = 0
     try:
         while raw is not None:
             event = parse_event(raw)
@@ -453,6 +499,7 @@ async def _stream(call: _Call, request: web.Request) -> web.StreamResponse:
             if not (event.usage_only and skip_usage):
                 try:
                     await response.write(raw + b"\n\n")
+                    chunks += 1
                 except ConnectionError:
                     outcome = "client_disconnected"
                     reply.close()
@@ -466,12 +513,16 @@ async def _stream(call: _Call, request: web.Request) -> web.StreamResponse:
         # The stream ended without [DONE]: complete if the provider's usage arrived.
         outcome = "ok" if usage is not None else "upstream_cut"
     try:
-        await _settle(call, 200, outcome, usage, "".join(call.texts))
+        record = await _settle(call, 200, outcome, usage, "".join(call.texts))
     except PlatformError as failed:
         # Headers are long gone: the stream ends with the error instead of [DONE].
         _log.error("call %s could not be settled: %s", call.request_id, failed.message)
         await _try_write(response, _error_event(failed, ()))
         return response
+    if outcome == "upstream_cut" or cut is not None:
+        why = cut.message if cut is not None else "the stream ended without [DONE] or usage"
+        error = scrub(why, call.gw.provider_secrets())
+        log_upstream_trouble(record, request_id=call.log_id, error=error, chunks=chunks)
     # Only now, with the call settled, does the client see its stream end.
     if cut is not None:
         await _try_write(response, _error_event(cut, call.gw.provider_secrets()))

@@ -191,11 +191,17 @@ def decide(states: list[ScopeState], ask: Ask, now: float) -> Decision:
     return Admitted(remaining_requests, remaining_tokens)
 
 
-def settlement(ask: Ask, tokens: int, spend: int) -> tuple[Counter, Counter]:
+def settlement(
+    ask: Ask, tokens: int, spend: int, *, answered: bool = True
+) -> tuple[Counter, Counter]:
     """The deltas that replace a reservation by actual use: ``(minute, day-and-month)``.
 
     ``tokens`` and ``spend`` are what the provider reported (0 for a call that failed).
+    A call no upstream ``answered`` (a 502, a 504, an upstream's refusal of the request)
+    cost the team nothing, so it gives back the request its admission counted too: a team
+    at its rpm limit whose call failed may make the next one (decision 177).
     """
-    minute = Counter(tokens=tokens, reserved_tokens=-ask.tokens)
-    money = Counter(spend=spend, reserved_spend=-ask.spend)
+    requests = 0 if answered else -1
+    minute = Counter(requests=requests, tokens=tokens, reserved_tokens=-ask.tokens)
+    money = Counter(requests=requests, spend=spend, reserved_spend=-ask.spend)
     return minute, money

@@ -407,16 +407,31 @@ def _reserve(db: Database, op: ReserveOp) -> Decision | Reservation | ConflictEr
 
 
 def _release(
-    db: Database, held: Reservation, tokens: int, spend: int, *, reserved: bool = True
+    db: Database,
+    held: Reservation,
+    tokens: int,
+    spend: int,
+    *,
+    reserved: bool = True,
+    answered: bool = True,
 ) -> None:
     """Count ``tokens`` and ``spend`` in ``held``'s windows and drop its reservation (unless
-    ``reserved`` is false: the janitor has released it already)."""
-    minute, money = settlement(held.ask if reserved else Ask(0, 0), tokens, spend)
+    ``reserved`` is false: the janitor has released it already); a call no upstream
+    ``answered`` gives its request back (:func:`settlement`).  The janitor's release of a
+    crashed process's call keeps the request: whether it was answered is not known."""
+    minute, money = settlement(
+        held.ask if reserved else Ask(0, 0), tokens, spend, answered=answered
+    )
     rows = []
     for scope in held.scopes:
-        rows.append((scope, "minute", held.minute, 0, minute.tokens, minute.reserved_tokens, 0, 0))
+        rows.append(
+            (scope, "minute", held.minute, minute.requests, minute.tokens,
+             minute.reserved_tokens, 0, 0)
+        )  # fmt: skip
         for period, bucket in (("day", held.day), ("month", held.month)):
-            rows.append((scope, period, bucket, 0, 0, 0, money.spend, money.reserved_spend))
+            rows.append(
+                (scope, period, bucket, money.requests, 0, 0, money.spend, money.reserved_spend)
+            )
     db.executemany(_UPSERT, rows)
 
 
@@ -455,6 +470,7 @@ def _settle(db: Database, op: SettleOp) -> bool:
             tokens if fresh else 0,
             rec.cost if fresh else 0,
             reserved=gone.rowcount == 1,
+            answered=rec.billed,
         )
     db.execute(
         _AUDIT,

@@ -29,6 +29,7 @@ from onecluster.server._errors import install_error_handlers
 from onecluster.server._forward import FORWARD_TIMEOUT_S, LeaderForwarding
 from onecluster.server._limits import BodyLimits
 from onecluster.server._reconcile import Reconciler
+from onecluster.server._request_ids import RequestIds
 from onecluster.server._routes_dashboard import install_dashboard
 from onecluster.server._submissions import SubmissionWriter
 from onecluster.store import new_holder_id
@@ -111,7 +112,8 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> FastAPI:
     )
     install_error_handlers(app)
     app.add_middleware(LeaderForwarding)
-    app.add_middleware(BodyLimits)  # outermost: a follower never buffers a body over the limit
+    app.add_middleware(BodyLimits)  # a follower never buffers a body over the limit
+    app.add_middleware(RequestIds)  # outermost: even a refusal has a request id
     app.include_router(_routes_cluster.router)
     app.include_router(_routes_jobs.router)
     app.include_router(_routes_agents.router)

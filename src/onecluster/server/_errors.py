@@ -59,13 +59,23 @@ def install_error_handlers(app: FastAPI) -> None:
         )
 
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
-        _log.error("unexpected error in %s %s", request.method, request.url.path, exc_info=exc)
+        # Handled outside the app's middleware: the request id is read back from the
+        # header RequestIds put in the request (_request_ids.py).
+        request_id = request.headers.get("x-request-id")
+        _log.error(
+            "unexpected error in %s %s",
+            request.method,
+            request.url.path,
+            exc_info=exc,
+            extra={"request_id": request_id},
+        )
         body = {
             "code": PlatformError.code,
             "message": f"the server met an unexpected {type(exc).__name__}; it is logged",
             "hint": "retry; if it persists, report it with the server log",
         }
-        return JSONResponse({"error": body}, status_code=500)
+        headers = {"x-request-id": request_id} if request_id else None
+        return JSONResponse({"error": body}, status_code=500, headers=headers)
 
     app.add_exception_handler(PlatformError, platform)
     app.add_exception_handler(RequestValidationError, invalid)

@@ -23,6 +23,7 @@ import uvicorn
 
 from onecluster.clock import Clock, SystemClock
 from onecluster.errors import ConflictError, UnavailableError, ValidationError
+from onecluster.logs import LOG_LEVELS
 from onecluster.server._app import create_app
 from onecluster.server._config import ServerConfig
 from onecluster.server._control import ControlPlane
@@ -33,7 +34,6 @@ __all__ = ["SERVER_URL_FILE", "serve"]
 
 #: In the state directory: the URL of the server that runs on it.
 _LOCK_FILE = "server.lock"
-_LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
 _log = logging.getLogger("uvicorn.error")  # where uvicorn says that it is running
 
 
@@ -46,8 +46,8 @@ def serve(config: ServerConfig, *, clock: Clock | None = None) -> None:
     (opened and migrated once) — so a mistake is one clear :mod:`onecluster.errors` error,
     not a lifespan traceback.  Nothing is created before the port is known to be free.
     """
-    if config.log_level not in _LOG_LEVELS:
-        msg = f"unknown log level {config.log_level!r}; use one of {', '.join(_LOG_LEVELS)}"
+    if config.log_level not in LOG_LEVELS:
+        msg = f"unknown log level {config.log_level!r}; use one of {', '.join(LOG_LEVELS)}"
         raise ValidationError(msg)
     if config.db_url is not None:
         make_engine(config.db_url).dispose()  # refuses a bad URL or a missing folder
@@ -72,7 +72,14 @@ def _serve_on(sock: socket.socket, config: ServerConfig, clock: Clock) -> None:
             )
     app = create_app(config, clock=clock)
     server = _Server(
-        uvicorn.Config(app, log_level=config.log_level, access_log=False),
+        uvicorn.Config(
+            app,
+            log_level=config.log_level,
+            # uvicorn's own records go to the root logger's one handler, in the process's
+            # format (onecluster.logs); the access lines are RequestIds', with the id.
+            log_config=None,
+            access_log=False,
+        ),
         url=url,
         url_file=config.state_dir / SERVER_URL_FILE,
         closing=app.state.closing,

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from types import FrameType
 
 from onecluster.errors import ValidationError
+from onecluster.logs import LogFormat, setup_logging
 from onecluster.training._topology import Topology
 
 __all__ = ["EXIT_PERMANENT", "LaunchConfig", "launch"]
@@ -144,6 +145,23 @@ def _stop(procs: list[subprocess.Popen[bytes]], signum: int, grace_s: float) -> 
     return next((c for c in codes if c), 0)
 
 
+def setup_job_logging(role: str, environ: Mapping[str, str]) -> None:
+    """The log of a process inside a job: stderr (the job's log), in
+    ``$ONECLUSTER_LOG_FORMAT`` (which the agent's environment passes on), with the job's
+    site.  A value that is no format is said once, and text written: a job must not fail
+    for how it logs."""
+    raw = environ.get("ONECLUSTER_LOG_FORMAT", "").strip()
+    log_format, problem = LogFormat.TEXT, None
+    if raw:
+        try:
+            log_format = LogFormat.parse(raw, source="$ONECLUSTER_LOG_FORMAT")
+        except ValueError as exc:
+            problem = str(exc)
+    setup_logging(role=role, log_format=log_format, site=environ.get("ONECLUSTER_SITE"))
+    if problem is not None:
+        _log.warning("%s; writing text", problem)
+
+
 def main(argv: Sequence[str]) -> int:
     """``python -m onecluster.training launch [--workers N] [--max-restarts N] -- CMD …``"""
     parser = argparse.ArgumentParser(prog="python -m onecluster.training launch")
@@ -153,11 +171,7 @@ def main(argv: Sequence[str]) -> int:
     args, rest = parser.parse_known_args(list(argv))
     if rest and rest[0] == "--":
         rest = rest[1:]
-    logging.basicConfig(
-        level=logging.INFO,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    setup_job_logging("training-launcher", os.environ)
     config = LaunchConfig(
         workers=args.workers, max_restarts=args.max_restarts, backoff_s=args.backoff
     )

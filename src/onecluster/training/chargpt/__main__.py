@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import sys
 import time
@@ -18,7 +17,7 @@ import torch.distributed as dist
 
 from onecluster.errors import PlatformError, UnavailableError, ValidationError
 from onecluster.training import CrossSite, SyncConfig, Topology
-from onecluster.training._launcher import EXIT_PERMANENT
+from onecluster.training._launcher import EXIT_PERMANENT, setup_job_logging
 from onecluster.training.chargpt._data import load_corpus
 from onecluster.training.chargpt._model import CharGPT, GPTConfig
 
@@ -202,11 +201,7 @@ def train(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(
-        level=logging.INFO,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    setup_job_logging("training", os.environ)
     args = _args(argv)
     try:
         return train(args)
