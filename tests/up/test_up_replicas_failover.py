@@ -72,8 +72,17 @@ def test_up_rides_out_the_loss_of_the_leading_replica(tmp_path: Path, pg_databas
     lost = f"lost replica server-1 (pid {killed[1]}, exit status 137); 1 of 2 replicas serve on"
     assert lost in out
     assert re.search(r"server-2 leads at http://127\.0\.0\.1:\d+ \(term 2, after server-1\)", out)
-    replay = re.search(r"replay: (\d+) jobs submitted, (\d+) refused, (\d+) completed", out)
-    assert replay is not None and replay.groups() == ("6", "0", "6"), out
+    replay = re.search(
+        r"replay: (\d+) jobs submitted, 0 refused, (\d+) completed"
+        r"(?:, (\d+) sent without an answer)?",
+        out,
+    )
+    assert replay is not None, out
+    submitted, completed, unanswered = (int(n or 0) for n in replay.groups())
+    # a POST under way when the replica died may or may not have made its job: not re-sent
+    assert submitted + unanswered == 6 and submitted <= completed <= 6, out
+    for count in ("failed", "running", "pending"):  # every job that exists is done
+        assert re.search(rf"jobs {count} +0 ", out), out
     stopped = re.search(r"stopped 4 processes: (.*)", out)  # the lost one was not among them
     assert stopped is not None and "server-2 (pid" in stopped.group(1), out
     assert "server-1" not in stopped.group(1)

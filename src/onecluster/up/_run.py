@@ -230,9 +230,14 @@ class _Session:
             )
         self.console.print()
         self.console.print(render_summary(result.stats, mean_utilization=result.mean_utilization))
+        unanswered = (
+            f", {result.unanswered} sent without an answer (a replica lost mid-request)"
+            if result.unanswered
+            else ""
+        )
         self.console.print(
             f"replay: {result.submitted} jobs submitted, {result.rejected} refused, "
-            f"{result.stats.completed} completed"
+            f"{result.stats.completed} completed{unanswered}"
         )
 
     @contextlib.contextmanager
