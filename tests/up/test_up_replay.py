@@ -192,6 +192,9 @@ def test_live_view_and_summary_render_the_figures() -> None:
     assert "42.0%" in text and "p95 queue wait" in text and "3.0s" in text
 
 
+_SENT = ((0.0, "lost"), (0.5, "next"))
+
+
 def test_a_submission_without_an_answer_is_an_event_and_not_sent_again() -> None:
     admin, api = FakeApi(), FakeApi()
 
@@ -208,14 +211,8 @@ def test_a_submission_without_an_answer_is_an_event_and_not_sent_again() -> None
             return api.submit(body)
 
     member = LostMidRequest()
-    workload = DemoWorkload(
-        source="test",
-        gpu_factor=1,
-        jobs=(
-            DemoJob(at_s=0.0, name="lost", team="t1", gpus=4, run_s=1.0),
-            DemoJob(at_s=0.5, name="next", team="t1", gpus=4, run_s=1.0),
-        ),
-    )
+    jobs = [DemoJob(at_s=at, name=name, team="t1", gpus=4, run_s=1.0) for at, name in _SENT]
+    workload = DemoWorkload(source="test", gpu_factor=1, jobs=tuple(jobs))
     time_ = VirtualTime()
     views: list[ViewState] = []
     result = replay(
