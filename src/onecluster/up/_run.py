@@ -58,7 +58,8 @@ def run_up(config: UpConfig, console: Console) -> None:
     """Bring the fabric up, replay the workload, print the summary, then (unless
     ``config.wait`` is false) keep the API up until Ctrl-C, SIGTERM or SIGHUP.  Every process
     started is stopped before returning — agents first, then the server — and the stop is
-    reported.
+    reported.  With ``config.replicas`` above one, the servers are replicas on one PostgreSQL
+    database (:mod:`onecluster.up._replicas`): the loss of one is reported and ridden out.
 
     A stop that the user asks for (Ctrl-C, SIGTERM, SIGHUP) is the normal end of a serving
     ``up``: it returns once everything has stopped.  With ``config.wait`` false the run is
