@@ -5,6 +5,7 @@ the server's log rather than waited on; an agent is given every server replica."
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -84,5 +85,14 @@ def test_an_agent_is_given_every_server_replica_in_order(tmp_path: Path) -> None
             env={},
             wrap=lambda argv: [*waiting, *argv],  # keeps its command line to read
         )
-        argv = [a.decode() for a in cmdline(agent.pid)]
+        argv = _argv_once_started(agent.pid)
     assert argv[argv.index("--server") + 1] == ",".join(replicas)
+
+
+def _argv_once_started(pid: int) -> list[str]:
+    """``pid``'s command line once it has replaced the forked copy of this one."""
+    deadline = time.monotonic() + 10
+    while "--server" not in (argv := [a.decode() for a in cmdline(pid)]):
+        assert time.monotonic() < deadline, argv
+        time.sleep(0.01)
+    return argv
