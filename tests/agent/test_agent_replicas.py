@@ -13,7 +13,6 @@ Real processes throughout: the two servers, the agent (local backend) and the jo
 from __future__ import annotations
 
 import os
-import secrets
 import signal
 import socket
 import subprocess
@@ -24,8 +23,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
 
 from onecluster.client import Client
 from onecluster.process import alive
@@ -52,24 +49,6 @@ def _wait_until(
     while not check():
         assert time.monotonic() < deadline, f"timed out waiting until {what}\n{logs()}"
         time.sleep(0.2)
-
-
-@pytest.fixture
-def database() -> Iterator[str]:
-    """A fresh, empty database in the project's PostgreSQL cluster, dropped afterwards."""
-    url = os.environ.get("ONECLUSTER_TEST_PG_URL")
-    if not url:
-        pytest.skip("ONECLUSTER_TEST_PG_URL is not set; start one with scripts/postgres.sh")
-    name = f"oc_replicas_{secrets.token_hex(6)}"
-    engine = create_engine(url, isolation_level="AUTOCOMMIT")
-    with engine.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield make_url(url).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with engine.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        engine.dispose()
 
 
 class Replicas:
@@ -136,8 +115,8 @@ class Replicas:
 
 
 @pytest.fixture
-def replicas(tmp_path: Path, database: str) -> Iterator[Replicas]:
-    r = Replicas(tmp_path, database)
+def replicas(tmp_path: Path, pg_database: str) -> Iterator[Replicas]:
+    r = Replicas(tmp_path, pg_database)
     try:
         yield r
     finally:

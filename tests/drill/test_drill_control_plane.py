@@ -37,7 +37,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import secrets
 import signal
 import socket
 import subprocess
@@ -51,8 +50,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
 
 from onecluster.client import Client
 from onecluster.errors import PlatformError
@@ -85,25 +82,6 @@ def _free_port() -> int:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
         return port
-
-
-@pytest.fixture
-def database() -> Iterator[str]:
-    """A fresh, empty database in the project's PostgreSQL cluster, dropped afterwards (other
-    tests share the cluster and its default database)."""
-    url = os.environ.get("ONECLUSTER_TEST_PG_URL")
-    if not url:
-        pytest.skip("ONECLUSTER_TEST_PG_URL is not set; start one with scripts/postgres.sh")
-    name = f"oc_drill_{secrets.token_hex(6)}"
-    engine = create_engine(url, isolation_level="AUTOCOMMIT")
-    with engine.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield make_url(url).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with engine.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        engine.dispose()
 
 
 class Plane:
@@ -248,8 +226,8 @@ def wait_until(what: str, check: Callable[[], bool], timeout: float, plane: Plan
 
 
 @pytest.fixture
-def plane(tmp_path: Path, database: str) -> Iterator[Plane]:
-    p = Plane(tmp_path, database)
+def plane(tmp_path: Path, pg_database: str) -> Iterator[Plane]:
+    p = Plane(tmp_path, pg_database)
     try:
         yield p
     finally:

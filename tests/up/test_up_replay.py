@@ -6,7 +6,7 @@ import io
 
 from rich.console import Console
 
-from onecluster.errors import ImpossibleJobError
+from onecluster.errors import ImpossibleJobError, UnavailableError
 from onecluster.schema import JobOut, JobSubmit, PartOut, PoolOut, SiteOut, SiteStatsOut, StatsOut
 from onecluster.up._live import ViewState, render_summary, render_view
 from onecluster.up._replay import job_events, replay
@@ -190,3 +190,41 @@ def test_live_view_and_summary_render_the_figures() -> None:
     assert "completed 3" in text
     assert "submitted x [t1]" in text
     assert "42.0%" in text and "p95 queue wait" in text and "3.0s" in text
+
+
+_SENT = ((0.0, "lost"), (0.5, "next"))
+
+
+def test_a_submission_without_an_answer_is_an_event_and_not_sent_again() -> None:
+    admin, api = FakeApi(), FakeApi()
+
+    class LostMidRequest(FakeApi):
+        calls = 0
+
+        def submit(self, body: JobSubmit) -> JobOut:
+            self.calls += 1
+            if body.name == "lost":
+                raise UnavailableError(
+                    "POST /api/v1/jobs was sent to the onecluster server at http://a, which "
+                    "gave no answer; whether it was done is unknown"
+                )
+            return api.submit(body)
+
+    member = LostMidRequest()
+    jobs = [DemoJob(at_s=at, name=name, team="t1", gpus=4, run_s=1.0) for at, name in _SENT]
+    workload = DemoWorkload(source="test", gpu_factor=1, jobs=tuple(jobs))
+    time_ = VirtualTime()
+    views: list[ViewState] = []
+    result = replay(
+        workload,
+        fabric_name="f",
+        duration_s=2.0,
+        admin=admin,  # type: ignore[arg-type]
+        members={"t1": member},  # type: ignore[dict-item]
+        show=views.append,
+        clock=time_.clock,
+        sleep=time_.sleep,
+    )
+    assert (result.submitted, result.rejected, result.unanswered) == (1, 0, 1)
+    assert member.calls == 2  # the lost one was not sent again
+    assert any(e.startswith("no answer lost [t1]: POST") for e in views[-1].events)

@@ -50,14 +50,29 @@ def up(
     keep_state: bool = typer.Option(
         False, "--keep-state", help="Keep the database and agent directories of the last run."
     ),
+    db: str | None = typer.Option(
+        None,
+        "--db",
+        help="Database URL of the servers \\[default: SQLite in the state folder; "
+        "postgresql://… for --replicas].",
+        show_default=False,
+    ),
+    replicas: int = typer.Option(
+        1,
+        "--replicas",
+        help="Server replicas to start (a few at most); more than one needs --db postgresql://….",
+    ),
 ) -> None:
     """Run the whole fabric here: server + agents, a replayed workload, a live view.
 
     Starts the server and one agent per site as local processes, replays a workload through
-    them, prints the summary and keeps the API up until Ctrl-C (see docs/cli.md).
+    them, prints the summary and keeps the API up until Ctrl-C (see docs/cli.md).  With
+    --replicas N and --db postgresql://… it starts N server replicas, gives the agents and
+    the replay every one of them, and rides out the loss of any but the last.
     """
     from onecluster.up import UpConfig, run_up
 
+    # every check of the options comes before anything is started or written
     if trace is not None and generator:
         msg = "--trace and --generator contradict each other"
         raise TraceError(msg, hint="give one of them, or neither for the default")
@@ -76,6 +91,8 @@ def up(
             seed=seed,
             wait=not no_wait,
             keep_state=keep_state,
+            db_url=db,
+            replicas=replicas,
         ),
         out_console(),
     )

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -114,9 +114,13 @@ class Launcher:
             if (code := child.exit_code()) is not None
         ]
 
-    def check(self) -> None:
-        """:class:`BackendError` naming the first process that has exited, with its log's tail."""
+    def check(self, *, ignore: Collection[str] = ()) -> None:
+        """:class:`BackendError` naming the first process that has exited, with its log's
+        tail; those named in ``ignore`` may exit (server replicas of which others serve on:
+        the caller watches them)."""
         for launched, code in self.exited():
+            if launched.name in ignore:
+                continue
             msg = f"{launched.name} (pid {launched.pid}) exited with status {code}"
             raise BackendError(
                 msg,

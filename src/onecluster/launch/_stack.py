@@ -74,15 +74,16 @@ def start_server(
     port: int,
     env: Mapping[str, str] | None = None,
     extra: Sequence[str] = (),
+    name: str = "server",
 ) -> StartedServer:
-    """Start ``onecluster server`` on ``host:port`` with its state (SQLite, admin token) in
-    ``state_dir`` and ``extra`` flags (``--relay-share 1``, say); :func:`wait_server` waits
-    until it answers."""
+    """Start ``onecluster server`` as ``name`` on ``host:port`` with its state (SQLite, admin
+    token) in ``state_dir`` and ``extra`` flags (``--relay-share 1``, say);
+    :func:`wait_server` waits until it answers."""
     argv = _cli(
         python, "--state-dir", str(state_dir), "server",
         "--fabric", str(fabric), "--host", host, "--port", str(port), *extra,
     )  # fmt: skip
-    process = launcher.start("server", argv, env=env)
+    process = launcher.start(name, argv, env=env)
     return StartedServer(process=process, url=f"http://{host}:{port}", state_dir=state_dir)
 
 
@@ -126,7 +127,8 @@ def start_agent(
     wrap: Callable[[list[str]], list[str]] | None = None,
 ) -> Launched:
     """Mint an agent token for ``site`` and start ``onecluster agent`` for it as
-    ``agent-<site>``, with ``extra`` flags, its command line passed through ``wrap`` (to run
+    ``agent-<site>``, syncing with every server ``admin`` names (replicas: it fails over
+    between them), with ``extra`` flags, its command line passed through ``wrap`` (to run
     it in a network namespace, say).  The token goes in its environment (``env`` plus
     ``ONECLUSTER_TOKEN``), not on the command line, where any local user could read it.
     The site's de-identification key for exports is ``<work_dir>/deid.key``, made (random,
@@ -134,7 +136,7 @@ def start_agent(
     token = admin.create_token(TokenCreate(role="agent", site=site)).token
     key = deid_key_file(work_dir)
     argv = _cli(
-        python, "--server", str(admin.base_url), "agent", "--site", site,
+        python, "--server", str(admin.servers), "agent", "--site", site,
         "--fabric", str(fabric), "--work-dir", str(work_dir), "--deid-key-file", str(key),
         *extra,
     )  # fmt: skip

@@ -7,9 +7,17 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+
 from onecluster.errors import ValidationError
 
-__all__ = ["UpConfig"]
+__all__ = ["MAX_REPLICAS", "UpConfig"]
+
+#: The most server replicas ``up`` starts: each is a process on this one machine, and past
+#: a few, more add no availability (they share its host), only load.
+MAX_REPLICAS = 5
+_DB_HINT = "use postgresql://user@host:port/database (or postgresql+psycopg://…)"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -20,8 +28,16 @@ class UpConfig:
     to replay a slice of; ``None`` means the fitted generator.  ``jobs=None`` sizes the
     workload from ``duration_s``.  ``wait=False`` stops everything right after the summary.
     ``keep_state`` keeps the database and agent directories of an earlier run.  ``python`` is
-    the interpreter the children run under.  Construction raises :class:`ValidationError`
-    for values that cannot work.
+    the interpreter the children run under.
+
+    ``db_url=None`` puts the one server's database in SQLite under ``state_dir``; a URL (SQLite
+    or PostgreSQL) is passed to every server.  ``replicas`` servers are started on that
+    database; more than one needs PostgreSQL (SQLite serves one process only).
+
+    Construction raises :class:`ValidationError` for values that cannot work, before anything
+    is started: a duration, port or job count out of range, a database URL that cannot be
+    parsed or names neither SQLite nor PostgreSQL, ``replicas`` outside 1 to
+    :data:`MAX_REPLICAS`, or several replicas without PostgreSQL.
     """
 
     fabric_path: Path
@@ -34,6 +50,8 @@ class UpConfig:
     seed: int = 1
     wait: bool = True
     keep_state: bool = False
+    db_url: str | None = None
+    replicas: int = 1
     startup_timeout_s: float = 60.0
     stop_grace_s: float = 10.0
     python: str = field(default=sys.executable)
@@ -51,6 +69,18 @@ class UpConfig:
         if not self.startup_timeout_s > 0:
             msg = "the startup timeout must be greater than 0 seconds"
             raise ValidationError(msg)
+        if not 1 <= self.replicas <= MAX_REPLICAS:
+            msg = f"--replicas {self.replicas} is not between 1 and {MAX_REPLICAS}"
+            raise ValidationError(msg, hint="one replica, or a few on PostgreSQL")
+        backend = database_backend(self.db_url) if self.db_url is not None else "sqlite"
+        if self.replicas > 1 and backend != "postgresql":
+            where = "SQLite in the state folder" if self.db_url is None else "SQLite"
+            msg = f"{self.replicas} server replicas need PostgreSQL; the database is {where}"
+            raise ValidationError(
+                msg,
+                hint="give --db postgresql://… (docs/operations.md), or drop --replicas "
+                "for one server on SQLite",
+            )
 
     @property
     def job_count(self) -> int:
@@ -62,3 +92,18 @@ class UpConfig:
         if self.jobs is not None:
             return self.jobs
         return max(8, min(600, round(self.duration_s * 3.5)))
+
+
+def database_backend(url: str) -> str:
+    """``"sqlite"`` or ``"postgresql"``: the kind of database ``url`` names (parsed, never
+    opened).  :class:`ValidationError` for a URL that cannot be parsed or names another kind."""
+    try:
+        backend = make_url(url).get_backend_name()
+    except ArgumentError as exc:
+        msg = f"--db {url!r} is not a database URL"
+        raise ValidationError(msg, hint=_DB_HINT) from exc
+    if backend not in ("sqlite", "postgresql"):
+        shown = make_url(url).render_as_string(hide_password=True)
+        msg = f"--db {shown!r} names {backend!r}; onecluster supports SQLite and PostgreSQL"
+        raise ValidationError(msg, hint=_DB_HINT)
+    return backend

@@ -9,12 +9,12 @@ loop's logic can be tested without waiting.
 from __future__ import annotations
 
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
-from onecluster.errors import ValidationError
+from onecluster.errors import UnavailableError, ValidationError
 from onecluster.schema import JobOut, JobSubmit, StatsOut
 from onecluster.up._live import ViewState
 from onecluster.up._workload import DemoJob, DemoWorkload
@@ -30,12 +30,15 @@ _JOBS_PAGE = 1000
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReplayResult:
-    """What the replay did: jobs submitted and refused, utilisation sampled, final stats."""
+    """What the replay did: jobs submitted, refused and sent without an answer (whether the
+    server took them is unknown: a replica lost mid-request), utilisation sampled, final
+    stats."""
 
     submitted: int
     rejected: int
     mean_utilization: float | None
     stats: StatsOut
+    unanswered: int = 0
 
 
 def job_events(
@@ -81,23 +84,21 @@ def replay(
     """Run the replay for ``duration_s`` seconds of ``clock`` and return what happened.
 
     ``check_alive`` is called every refresh and should raise if a process the demo needs has
-    died.  A job the API refuses (e.g. an impossible gang) is an event, not a failure; an
-    unreachable server raises :class:`UnavailableError`.
+    died.  A job the API refuses (e.g. an impossible gang) is an event, not a failure, and so
+    is a submission that got no answer (the replica it went to was lost mid-request; it is
+    not sent again, which could run it twice).  A poll that no server answers raises
+    :class:`UnavailableError`.
     """
     pending: deque[DemoJob] = deque(workload.jobs)
     events: deque[str] = deque(maxlen=50)
     states: dict[str, str] = {}
     samples: list[float] = []
-    submitted = rejected = 0
+    outcomes: Counter[str] = Counter()
     start = clock()
     while True:
         elapsed = clock() - start
         while pending and pending[0].at_s <= elapsed:
-            job = pending.popleft()
-            if _submit(job, members, events):
-                submitted += 1
-            else:
-                rejected += 1
+            outcomes[_submit(pending.popleft(), members, events)] += 1
         check_alive()
         stats = admin.stats()
         samples.append(stats.utilization)
@@ -108,7 +109,7 @@ def replay(
                 fabric=fabric_name,
                 elapsed_s=elapsed,
                 duration_s=duration_s,
-                submitted=submitted,
+                submitted=outcomes["submitted"],
                 to_submit=len(workload.jobs),
                 stats=stats,
                 sites=tuple(admin.sites()),
@@ -120,18 +121,22 @@ def replay(
         next_due = pending[0].at_s - elapsed if pending else refresh_s
         sleep(max(0.0, min(refresh_s, next_due, duration_s - elapsed)))
     return ReplayResult(
-        submitted=submitted,
-        rejected=rejected,
+        submitted=outcomes["submitted"],
+        rejected=outcomes["refused"],
+        unanswered=outcomes["unanswered"],
         mean_utilization=sum(samples) / len(samples) if samples else None,
         stats=admin.stats(),
     )
 
 
-def _submit(job: DemoJob, members: Mapping[str, Client], events: deque[str]) -> bool:
+_Outcome = Literal["submitted", "refused", "unanswered"]
+
+
+def _submit(job: DemoJob, members: Mapping[str, Client], events: deque[str]) -> _Outcome:
     client = members.get(job.team)
     if client is None:
         events.append(f"skipped   {job.name}: no member token for team {job.team}")
-        return False
+        return "refused"
     body = JobSubmit(
         name=job.name,
         team=job.team,
@@ -143,6 +148,9 @@ def _submit(job: DemoJob, members: Mapping[str, Client], events: deque[str]) -> 
         client.submit(body)
     except ValidationError as exc:
         events.append(f"refused   {job.name} [{job.team}] {job.gpus} GPUs: {exc.message}")
-        return False
+        return "refused"
+    except UnavailableError as exc:
+        events.append(f"no answer {job.name} [{job.team}]: {exc.message}")
+        return "unanswered"
     events.append(f"submitted {job.name} [{job.team}] {job.gpus} GPUs, {job.run_s:.0f}s")
-    return True
+    return "submitted"

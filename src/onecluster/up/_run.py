@@ -16,25 +16,27 @@ from types import FrameType
 
 from rich.console import Console
 from rich.live import Live
+from sqlalchemy.engine import make_url
 
 from onecluster.backends import kill_leftovers
 from onecluster.client import Client
 from onecluster.errors import BackendError, FabricError
 from onecluster.fabric import load_fabric
-from onecluster.launch import (
-    Launcher,
-    admin_token,
-    free_port,
-    start_agent,
-    start_server,
-    wait_server,
-)
+from onecluster.launch import Launcher, start_agent, start_server, wait_server
 from onecluster.model import Fabric
 from onecluster.schema import TokenCreate
 from onecluster.state_dir import ADMIN_TOKEN_FILE, DATABASE_FILE, SERVER_URL_FILE
 from onecluster.up._config import UpConfig
 from onecluster.up._live import PlainProgress, ViewState, render_summary, render_view
 from onecluster.up._replay import replay
+from onecluster.up._replicas import (
+    REPLICAS_DIR,
+    Replica,
+    ReplicaWatch,
+    plan_replicas,
+    publish_replicas,
+    replica_admin_token,
+)
 from onecluster.up._stack import wait_sites_up
 from onecluster.up._workload import DemoWorkload, demo_workload
 
@@ -44,6 +46,7 @@ __all__ = ["run_up"]
 _OWN_ENTRIES = (
     "logs",
     "agents",
+    REPLICAS_DIR,
     ADMIN_TOKEN_FILE,
     DATABASE_FILE,
     f"{DATABASE_FILE}-wal",
@@ -55,7 +58,8 @@ def run_up(config: UpConfig, console: Console) -> None:
     """Bring the fabric up, replay the workload, print the summary, then (unless
     ``config.wait`` is false) keep the API up until Ctrl-C, SIGTERM or SIGHUP.  Every process
     started is stopped before returning — agents first, then the server — and the stop is
-    reported.
+    reported.  With ``config.replicas`` above one, the servers are replicas on one PostgreSQL
+    database (:mod:`onecluster.up._replicas`): the loss of one is reported and ridden out.
 
     A stop that the user asks for (Ctrl-C, SIGTERM, SIGHUP) is the normal end of a serving
     ``up``: it returns once everything has stopped.  With ``config.wait`` false the run is
@@ -83,14 +87,15 @@ def run_up(config: UpConfig, console: Console) -> None:
         seed=config.seed,
     )
     state = config.state_dir.resolve()
-    _prepare_state(state, keep=config.keep_state)
+    # the admin token of a database of the user's (--db) stays: it is that database's key
+    _prepare_state(state, keep=config.keep_state, keep_token=config.db_url is not None)
     session = _Session(
         config=config,
         console=console,
         fabric=fabric,
         workload=workload,
         state=state,
-        port=config.port or free_port(config.host, preferred=8080),
+        replicas=plan_replicas(state, host=config.host, port=config.port, count=config.replicas),
         launcher=Launcher(state / "logs", grace_s=config.stop_grace_s),
     )
     interrupted: KeyboardInterrupt | None = None
@@ -115,26 +120,32 @@ class _Session:
     fabric: Fabric
     workload: DemoWorkload
     state: Path
-    port: int
+    replicas: tuple[Replica, ...]
     launcher: Launcher
 
     @property
-    def url(self) -> str:
-        return f"http://{self.config.host}:{self.port}"
+    def urls(self) -> list[str]:
+        """Every replica's URL: the clients and agents fail over between them."""
+        return [r.url for r in self.replicas]
 
     def run(self) -> None:
         fabric, console = self.fabric, self.console
         console.print(f"[bold]onecluster up[/]: fabric {fabric.name} ({self.config.fabric_path})")
         console.print(f"workload: {self.workload.source}; gangs scaled ×{self.workload.gpu_factor}")
-        self._start_server()
+        self._start_servers()
         with contextlib.ExitStack() as clients:
-            admin = clients.enter_context(Client(self.url, admin_token(self.state)))
+            token = replica_admin_token(self.state, self.replicas)
+            admin = clients.enter_context(Client(self.urls, token))
+            watch = ReplicaWatch(
+                self.launcher, self.replicas, leader=admin.leader, say=console.print
+            )
+            watch()  # with replicas: which one leads
             for site in fabric.site_names:
                 self._start_agent(site, admin)
             members = {
                 t.name: clients.enter_context(
                     Client(
-                        self.url, admin.create_token(TokenCreate(role="member", team=t.name)).token
+                        self.urls, admin.create_token(TokenCreate(role="member", team=t.name)).token
                     )
                 )
                 for t in fabric.teams
@@ -146,26 +157,50 @@ class _Session:
                 f"all {len(fabric.sites)} sites are up; "
                 f"replaying for {self.config.duration_s:.0f} s"
             )
-            self._replay(admin, members)
-        console.print(f"API:   {self.url}/api/v1   docs: {self.url}/docs")
-        console.print(f"admin token: {self.state / ADMIN_TOKEN_FILE}")
-        if self.config.wait:
-            console.print("the API stays up; press Ctrl-C to stop every process")
-            while True:
-                self.launcher.check()
-                time.sleep(1.0)
+            self._replay(admin, members, watch)
+            url = self.urls[0]
+            console.print(f"API:   {url}/api/v1   docs: {url}/docs")
+            if len(self.replicas) > 1:
+                console.print(f"every replica serves it: {', '.join(self.urls)}")
+            console.print(f"admin token: {self.state / ADMIN_TOKEN_FILE}")
+            if self.config.wait:
+                console.print("the API stays up; press Ctrl-C to stop every process")
+                while True:
+                    watch()
+                    time.sleep(1.0)
 
-    def _start_server(self) -> None:
+    def _start_servers(self) -> None:
+        """The first replica alone (it creates the schema and the admin token), then the
+        others; each waited for until it answers."""
+        if self.config.db_url is not None:
+            self.console.print(f"database: {_shown(self.config.db_url)}")
+        for replica in self.replicas:
+            self._start_server(replica)
+        published = publish_replicas(self.state, self.replicas)
+        if published is not None:
+            self.console.print(
+                f"{len(self.replicas)} replicas at {', '.join(self.urls)}; the CLI finds them "
+                f"in {published} and fails over between them"
+            )
+
+    def _start_server(self, replica: Replica) -> None:
+        extra: list[str] = []
+        if self.config.db_url is not None:
+            extra += ["--db", self.config.db_url]
+        if len(self.replicas) > 1:
+            extra += ["--advertise-url", replica.url]
         server = start_server(
             self.launcher,
             python=self.config.python,
-            state_dir=self.state,
+            state_dir=replica.state_dir,
             fabric=self.config.fabric_path.resolve(),
             host=self.config.host,
-            port=self.port,
+            port=replica.port,
+            extra=extra,
+            name=replica.name,
         )
         self.console.print(
-            f"started server (pid {server.process.pid}) at {server.url}, "
+            f"started {replica.name} (pid {server.process.pid}) at {server.url}, "
             f"log {server.process.log_path}"
         )
         wait_server(self.launcher, server, timeout_s=self.config.startup_timeout_s)
@@ -183,7 +218,7 @@ class _Session:
         )
         self.console.print(f"started agent of {site} (pid {agent.pid}), log {agent.log_path}")
 
-    def _replay(self, admin: Client, members: dict[str, Client]) -> None:
+    def _replay(self, admin: Client, members: dict[str, Client], watch: ReplicaWatch) -> None:
         with self._view() as show:
             result = replay(
                 self.workload,
@@ -192,13 +227,18 @@ class _Session:
                 admin=admin,
                 members=members,
                 show=show,
-                check_alive=self.launcher.check,
+                check_alive=watch,
             )
         self.console.print()
         self.console.print(render_summary(result.stats, mean_utilization=result.mean_utilization))
+        unanswered = (
+            f", {result.unanswered} sent without an answer (a replica lost mid-request)"
+            if result.unanswered
+            else ""
+        )
         self.console.print(
             f"replay: {result.submitted} jobs submitted, {result.rejected} refused, "
-            f"{result.stats.completed} completed"
+            f"{result.stats.completed} completed{unanswered}"
         )
 
     @contextlib.contextmanager
@@ -243,11 +283,18 @@ def _kill_agent_leftovers(agents: Path) -> int:
     return sum(len(kill_leftovers(site)) for site in sorted(agents.iterdir()) if site.is_dir())
 
 
-def _prepare_state(state: Path, *, keep: bool) -> None:
+def _shown(db_url: str) -> str:
+    """``db_url`` without its password, to print."""
+    return make_url(db_url).render_as_string(hide_password=True)
+
+
+def _prepare_state(state: Path, *, keep: bool, keep_token: bool) -> None:
     state.mkdir(parents=True, exist_ok=True)
     if keep:
         return
     for name in _OWN_ENTRIES:
+        if keep_token and name == ADMIN_TOKEN_FILE:
+            continue
         path = state / name
         if path.is_dir():
             shutil.rmtree(path)
