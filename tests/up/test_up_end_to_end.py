@@ -73,7 +73,7 @@ def test_up_replays_jobs_to_completion_and_stops_everything(tmp_path: Path) -> N
     assert replay is not None, out
     assert int(replay.group(1)) == 6
     assert int(replay.group(3)) >= 1
-    assert "mean queue wait" in out and "/docs" in out
+    assert "mean queue wait" in out and "/docs" in out and "NOC dashboard: http" in out
     # stdout is a pipe, not a terminal: plain progress lines came during the replay
     progress = re.findall(r"^(\d+)s/15s  submitted \d+/6", out, re.MULTILINE)
     assert len(progress) >= 3 and progress[-1] == "15", out

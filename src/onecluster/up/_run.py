@@ -153,12 +153,16 @@ class _Session:
             wait_sites_up(
                 admin, fabric.site_names, self.launcher, timeout_s=self.config.startup_timeout_s
             )
+            url = self.urls[0]
+            console.print(
+                f"NOC dashboard: {url}/ (sign in with the admin token in "
+                f"{self.state / ADMIN_TOKEN_FILE})"
+            )
             console.print(
                 f"all {len(fabric.sites)} sites are up; "
                 f"replaying for {self.config.duration_s:.0f} s"
             )
             self._replay(admin, members, watch)
-            url = self.urls[0]
             console.print(f"API:   {url}/api/v1   docs: {url}/docs")
             if len(self.replicas) > 1:
                 console.print(f"every replica serves it: {', '.join(self.urls)}")
