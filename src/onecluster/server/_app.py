@@ -20,6 +20,7 @@ from onecluster.server import (
     _routes_fabric,
     _routes_jobs,
     _routes_links,
+    _routes_metrics,
 )
 from onecluster.server._config import ServerConfig
 from onecluster.server._control import ControlPlane
@@ -27,7 +28,11 @@ from onecluster.server._election import Election
 from onecluster.server._errors import install_error_handlers
 from onecluster.server._forward import FORWARD_TIMEOUT_S, LeaderForwarding
 from onecluster.server._limits import BodyLimits
+from onecluster.server._metrics import ServerMetrics
+from onecluster.server._metrics_cluster import ClusterCollector
+from onecluster.server._metrics_http import RequestTimer
 from onecluster.server._reconcile import Reconciler
+from onecluster.server._register_watch import RegisterWatch
 from onecluster.server._submissions import SubmissionWriter
 from onecluster.store import new_holder_id
 
@@ -47,11 +52,18 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> FastAPI:
     :class:`SubmissionWriter` (group commit of submissions).  A follower forwards the
     requests only the leader answers (:class:`LeaderForwarding`).
 
+    ``GET /metrics`` (Prometheus' text format, no token, not in the OpenAPI schema) times
+    every request (:class:`RequestTimer`) and reconcile pass, and reads the state of the
+    cluster at each scrape (:class:`ClusterCollector`), verifying the export register at
+    most once a minute (:class:`RegisterWatch`); ``app.state.metrics`` is the
+    :class:`ServerMetrics`.
+
     ``/docs`` (Swagger UI) and ``/redoc`` load their scripts and styles from the server
     itself (``/static-offline-docs/``, shipped by ``fastapi-offline``), never from a CDN, so
     they work on a host without Internet access.
     """
     the_clock: Clock = clock if clock is not None else SystemClock()
+    metrics = ServerMetrics()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -72,7 +84,9 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> FastAPI:
             ),
         )
         control.links.stand_by()  # until it takes office: Reconciler.take_office
-        reconciler = Reconciler(control, election)
+        reconciler = Reconciler(control, election, metrics)
+        collector = ClusterCollector(control, election, RegisterWatch(control.exports, the_clock))
+        metrics.add_collector(collector)
         submissions = SubmissionWriter(control.record_submissions)
         app.state.control = control
         app.state.election = election
@@ -93,6 +107,7 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> FastAPI:
                     writer.cancel()
             await asyncio.to_thread(election.resign)
         finally:
+            metrics.registry.unregister(collector)
             app.state.control = None
             app.state.election = None
             await app.state.forwarder.aclose()
@@ -104,9 +119,11 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> FastAPI:
         version="0.1.0",
         lifespan=lifespan,
     )
+    app.state.metrics = metrics
     install_error_handlers(app)
     app.add_middleware(LeaderForwarding)
-    app.add_middleware(BodyLimits)  # outermost: a follower never buffers a body over the limit
+    app.add_middleware(BodyLimits)  # a follower never buffers a body over the limit
+    app.add_middleware(RequestTimer, metrics=metrics)  # outermost: times what the others do
     app.include_router(_routes_cluster.router)
     app.include_router(_routes_jobs.router)
     app.include_router(_routes_agents.router)
@@ -114,4 +131,5 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> FastAPI:
     app.include_router(_routes_data.router)
     app.include_router(_routes_exports.router)
     app.include_router(_routes_fabric.router)
+    app.include_router(_routes_metrics.router)
     return app
