@@ -28,6 +28,7 @@ LAYER = {
     "clock": 0,
     "process": 0,
     "state_dir": 0,
+    "deploy": 0,  # the shipped Prometheus rules and Grafana dashboard: files, no imports
     "model": 1,
     "fabric": 2,
     "topology": 2,
