@@ -9,7 +9,6 @@ an alert that can never fire.
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -22,6 +21,7 @@ import pytest
 from shipped import exported_names, used_names
 
 from onecluster.client import Client
+from onecluster.process import stop_pids
 from onecluster.schema import TokenCreate
 
 pytestmark = pytest.mark.integration
@@ -38,15 +38,15 @@ def free_port() -> int:
         return port
 
 
-def scraped(url: str) -> Callable[[], str | None]:
-    """A look at ``url``: its body once it answers 200, else ``None``."""
+def scraped(url: str, holding: str = "") -> Callable[[], str | None]:
+    """A look at ``url``: its body once it answers 200 with ``holding`` in it, else ``None``."""
 
     def look() -> str | None:
         try:
             r = httpx.get(url, timeout=2)
         except httpx.TransportError:
             return None
-        return r.text if r.status_code == 200 else None
+        return r.text if r.status_code == 200 and holding in r.text else None
 
     return look
 
@@ -78,15 +78,10 @@ class Processes:
         return found
 
     def stop(self) -> None:
+        """SIGTERM each process's group, SIGKILL what is left after 20 s, and reap them."""
+        stop_pids([p.pid for p in self.procs.values()], grace_s=20, groups=True)
         for proc in self.procs.values():
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-        for proc in self.procs.values():
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+            proc.wait()
 
 
 @pytest.fixture
@@ -113,7 +108,9 @@ def test_every_metric_the_rules_and_dashboard_use_is_exported(
             "--port", "0", "--ready-file", str(ready),
         ],
     )  # fmt: skip
-    exported = exported_names(processes.wait_for("server", scraped(f"{server}/metrics")))
+    # The circuits are exported once the server leads and has taken office (its first pass).
+    leading = scraped(f"{server}/metrics", holding="onecluster_circuit_state{")
+    exported = exported_names(processes.wait_for("server", leading))
 
     with Client(server, (state / "admin.token").read_text().strip()) as admin:
         token = admin.create_token(TokenCreate(role="agent", site="shanghai")).token

@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from test_server_cluster import start_one  # a job of vision running at singapore
 
 from onecluster.errors import UnavailableError
-from onecluster.schema import AttemptReport, JobSubmit
+from onecluster.schema import JobSubmit
 
 if TYPE_CHECKING:
     from conftest import RunningServer
@@ -36,19 +37,6 @@ def value(samples: Samples, name: str, **labels: str) -> float | None:
     return samples.get((name, frozenset(labels.items())))
 
 
-def run_one(server: RunningServer) -> str:
-    server.sync("singapore")
-    job = server.admin().submit(
-        JobSubmit(team="vision", gpus=64, duration_s=7200.0, gpu_types=["H100"], command=["true"])
-    )
-    server.step()
-    [run] = server.sync("singapore").attempts
-    server.sync(
-        "singapore", AttemptReport(attempt_id=run.attempt_id, job_id=run.job_id, state="running")
-    )
-    return job.id
-
-
 def test_metrics_need_no_token_and_are_not_in_the_api_schema(server: RunningServer) -> None:
     samples = scrape(server)
     assert value(samples, "onecluster_leader") == 1
@@ -57,7 +45,7 @@ def test_metrics_need_no_token_and_are_not_in_the_api_schema(server: RunningServ
 
 
 def test_jobs_pools_and_sites_are_read_from_the_store(server: RunningServer) -> None:
-    run_one(server)
+    start_one(server)
     server.admin().submit(
         JobSubmit(team="llm", gpus=8, duration_s=60.0, gpu_types=["H800"], command=["true"])
     )
@@ -90,7 +78,7 @@ def test_circuits_and_routes_come_from_the_leader_s_board(server: RunningServer)
 
 
 def test_requests_are_timed_by_route_template_and_status_class(server: RunningServer) -> None:
-    job_id = run_one(server)
+    job_id = start_one(server)
     server.admin().job(job_id)
     assert httpx.get(f"{server.url}/api/v1/no/such/{job_id}").status_code == 404
     s = scrape(server)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from test_server_data_orders import transfer as a_transfer  # a running transfer, factory
 
 from onecluster.server._transfer_progress import ProgressAges
 from onecluster.store import TransferRecord
@@ -13,31 +13,11 @@ T0 = 1_000.0
 def transfer(
     id_: str = "t-1", *, state: str = "running", done: int = 0, **more: object
 ) -> TransferRecord:
-    base = TransferRecord(
-        id=id_,
-        dataset="cc-zh",
-        root="r" * 64,
-        src="shanghai",
-        dst="singapore",
-        reason="push",
-        job_id=None,
-        state="running",
-        bytes_total=1000,
-        bytes_done=0,
-        bytes_sent=0,
-        bytes_local=0,
-        chunks_total=10,
-        chunks_done=0,
-        chunks_sent=0,
-        paths=(),
-        rate_bps=0.0,
-        error=None,
-        ticket="x",
-        created_at=T0 - 50,
-        started_at=T0 - 30,
-        finished_at=None,
+    """A transfer from shanghai to singapore, created at T0 - 50 and started at T0 - 30."""
+    times: dict[str, object] = {"created_at": T0 - 50, "started_at": T0 - 30}
+    return a_transfer(
+        "shanghai", "singapore", id=id_, state=state, bytes_done=done, **(times | more)
     )
-    return replace(base, state=state, bytes_done=done, **more)  # type: ignore[arg-type]
 
 
 def test_a_transfer_that_never_moved_is_as_old_as_its_start() -> None:

@@ -16,9 +16,10 @@ from __future__ import annotations
 from onecluster.errors import IntegrityError
 from onecluster.register._check import check_log
 from onecluster.register._files import CHECKPOINTS, ENTRIES, PUBLIC_KEY, read_lines
-from onecluster.register._keys import fingerprint, read_public_key
+from onecluster.register._keys import read_public_key
 from onecluster.register._log import Register
 from onecluster.register._report import VerifyReport
+from onecluster.register._verify import register_report
 
 __all__ = ["verify_open"]
 
@@ -45,12 +46,4 @@ def verify_open(register: Register) -> VerifyReport:
     if read_public_key(directory / PUBLIC_KEY) != key:
         msg = f"{directory / PUBLIC_KEY} is not the key the register signs with"
         raise IntegrityError(msg, hint="find out who replaced public.key")
-    head = checked.heads[-1]
-    return VerifyReport(
-        kind="register",
-        size=head.size,
-        root=head.root.hex(),
-        entries_checked=checked.covered,
-        key_fingerprint=fingerprint(key),
-        heads_checked=len(checked.checkpoints),
-    )
+    return register_report(checked, key)

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from typing import TypeVar
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -33,6 +34,28 @@ CIRCUIT_STATES = ("unknown", "up", "degraded", "down")
 LIVE_JOB_STATES = (JobState.PENDING, JobState.RUNNING, JobState.PREEMPTING, JobState.CANCELLING)
 
 Section = Callable[[], list[Metric]]
+Key = TypeVar("Key", bound=tuple[str, ...])
+
+
+def _gauge(name: str, documentation: str, *labels: str) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, documentation, labels=list(labels))
+
+
+def _single(name: str, documentation: str, value: float) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, documentation, value=value)
+
+
+def _counted(
+    name: str,
+    documentation: str,
+    labels: tuple[str, ...],
+    counts: Mapping[Key, float],
+) -> GaugeMetricFamily:
+    """A gauge with one sample per key of ``counts`` (the label values, in order)."""
+    family = _gauge(name, documentation, *labels)
+    for key, n in sorted(counts.items()):
+        family.add_metric(list(key), n)
+    return family
 
 
 class ClusterCollector(Collector):
@@ -54,10 +77,10 @@ class ClusterCollector(Collector):
             "transfers": self._transfers,
             "register": self._registry,
         }
-        up = GaugeMetricFamily(
+        up = _gauge(
             "onecluster_metrics_section_up",
             "Whether a section of the server's metrics could be read at this scrape.",
-            labels=["section"],
+            "section",
         )
         for name, section in sections.items():
             try:
@@ -72,23 +95,28 @@ class ClusterCollector(Collector):
 
     def _leader(self) -> list[Metric]:
         stats = self._election.statistics()
-        leader = GaugeMetricFamily(
-            "onecluster_leader", "1 while this server replica leads the control plane."
-        )
-        leader.add_metric([], 1 if stats.leading else 0)
-        term = GaugeMetricFamily(
-            "onecluster_leader_term", "The leadership term this replica leads in or last saw."
-        )
-        term.add_metric([], stats.term)
-        return [leader, term]
+        return [
+            _single(
+                "onecluster_leader",
+                "1 while this server replica leads the control plane.",
+                1 if stats.leading else 0,
+            ),
+            _single(
+                "onecluster_leader_term",
+                "The leadership term this replica leads in or last saw.",
+                stats.term,
+            ),
+        ]
 
     def _jobs(self) -> list[Metric]:
         c = self._control
-        jobs = GaugeMetricFamily(
+        jobs = _gauge(
             "onecluster_jobs",
             "Jobs not over, by team, state and (for those holding GPUs) site; a job running "
             "at two sites counts at each.",
-            labels=["team", "site", "state"],
+            "team",
+            "site",
+            "state",
         )
         pending = c.store.pending_by_team()
         for team in sorted({t.name for t in c.fabric.teams} | set(pending)):
@@ -104,51 +132,45 @@ class ClusterCollector(Collector):
         for (team, site, state), n in sorted(held.items()):
             if state != JobState.PENDING.value:
                 jobs.add_metric([team, site, state], n)
-        lent = GaugeMetricFamily(
+        lent = _counted(
             "onecluster_jobs_borrowed",
             "Jobs running on GPUs beyond their team's quota, by team and site.",
-            labels=["team", "site"],
+            ("team", "site"),
+            borrowed,
         )
-        for (team, site), n in sorted(borrowed.items()):
-            lent.add_metric([team, site], n)
-        waiting: Counter[tuple[str, str]] = Counter()
         teams = {job.id: job.team for job, _ in running}
-        for a in c.store.staging_attempts():
-            waiting[(teams.get(a.job_id, ""), a.site)] += 1
-        data = GaugeMetricFamily(
+        waiting = Counter((teams.get(a.job_id, ""), a.site) for a in c.store.staging_attempts())
+        data = _counted(
             "onecluster_jobs_waiting_for_data",
             "Jobs placed at a site that wait for their dataset to arrive there.",
-            labels=["team", "site"],
+            ("team", "site"),
+            waiting,
         )
-        for (team, site), n in sorted(waiting.items()):
-            data.add_metric([team, site], n)
         return [jobs, lent, data]
 
     def _sites(self) -> list[Metric]:
         c = self._control
         now = c.clock.now()
-        capacity = GaugeMetricFamily(
-            "onecluster_pool_gpus", "GPUs in a pool.", labels=["site", "gpu_type"]
+        capacity = _gauge("onecluster_pool_gpus", "GPUs in a pool.", "site", "gpu_type")
+        used = _gauge(
+            "onecluster_pool_gpus_used", "GPUs of a pool held by attempts.", "site", "gpu_type"
         )
-        used = GaugeMetricFamily(
-            "onecluster_pool_gpus_used",
-            "GPUs of a pool held by attempts.",
-            labels=["site", "gpu_type"],
-        )
-        draining = GaugeMetricFamily(
+        draining = _gauge(
             "onecluster_pool_draining",
             "1 while a pool (or its site) is drained.",
-            labels=["site", "gpu_type"],
+            "site",
+            "gpu_type",
         )
-        status = GaugeMetricFamily(
+        status = _gauge(
             "onecluster_site_status",
             "1 for the status a site is in (unknown, up, degraded, down), else 0.",
-            labels=["site", "status"],
+            "site",
+            "status",
         )
-        age = GaugeMetricFamily(
+        age = _gauge(
             "onecluster_site_last_sync_age_seconds",
             "Seconds since the site's agent last synced (absent before its first sync).",
-            labels=["site"],
+            "site",
         )
         for site in c.sites():
             for pool in site.pools:
@@ -167,20 +189,21 @@ class ClusterCollector(Collector):
         if board.office is None:  # a follower's board stands by: the leader's says
             return []
         now = self._control.clock.now()
-        state = GaugeMetricFamily(
+        state = _gauge(
             "onecluster_circuit_state",
             "1 for the state the leader judges a circuit in (unknown, up, degraded, down).",
-            labels=["circuit", "state"],
+            "circuit",
+            "state",
         )
-        rtt = GaugeMetricFamily(
+        rtt = _gauge(
             "onecluster_circuit_rtt_min_seconds",
             "The lowest minimum RTT either fresh end of a circuit measured.",
-            labels=["circuit"],
+            "circuit",
         )
-        loss = GaugeMetricFamily(
+        loss = _gauge(
             "onecluster_circuit_loss_ratio",
             "The higher loss ratio of a circuit's two ends, over their probe windows.",
-            labels=["circuit"],
+            "circuit",
         )
         for link in board.links(now):
             for value in CIRCUIT_STATES:
@@ -201,27 +224,6 @@ class ClusterCollector(Collector):
     def _transfers(self) -> list[Metric]:
         c = self._control
         transfers = c.store.transfers(active_only=True, limit=10_000)
-        in_flight = GaugeMetricFamily(
-            "onecluster_transfers_in_flight",
-            "Transfers not ended, by source site, destination site and state.",
-            labels=["src", "dst", "state"],
-        )
-        done = GaugeMetricFamily(
-            "onecluster_transfer_done_bytes",
-            "Bytes verified at the destination, summed over the transfers in flight.",
-            labels=["src", "dst"],
-        )
-        size = GaugeMetricFamily(
-            "onecluster_transfer_size_bytes",
-            "Bytes to bring, summed over the transfers in flight.",
-            labels=["src", "dst"],
-        )
-        age = GaugeMetricFamily(
-            "onecluster_transfer_progress_age_seconds",
-            "The longest a running or waiting transfer between two sites has gone without "
-            "bytes done growing (as this server saw it).",
-            labels=["src", "dst"],
-        )
         count: Counter[tuple[str, str, str]] = Counter()
         bytes_done: Counter[tuple[str, str]] = Counter()
         bytes_total: Counter[tuple[str, str]] = Counter()
@@ -229,39 +231,62 @@ class ClusterCollector(Collector):
             count[(t.src, t.dst, t.state)] += 1
             bytes_done[(t.src, t.dst)] += t.bytes_done
             bytes_total[(t.src, t.dst)] += t.bytes_total
-        for key, n in sorted(count.items()):
-            in_flight.add_metric(list(key), n)
-        for pair in sorted(bytes_total):
-            done.add_metric(list(pair), bytes_done[pair])
-            size.add_metric(list(pair), bytes_total[pair])
-        for pair, seconds in sorted(self._progress.look(transfers, c.clock.now()).items()):
-            age.add_metric(list(pair), seconds)
-        return [in_flight, done, size, age]
+        ages = self._progress.look(transfers, c.clock.now())
+        pair = ("src", "dst")
+        return [
+            _counted(
+                "onecluster_transfers_in_flight",
+                "Transfers not ended, by source site, destination site and state.",
+                (*pair, "state"),
+                count,
+            ),
+            _counted(
+                "onecluster_transfer_done_bytes",
+                "Bytes verified at the destination, summed over the transfers in flight.",
+                pair,
+                bytes_done,
+            ),
+            _counted(
+                "onecluster_transfer_size_bytes",
+                "Bytes to bring, summed over the transfers in flight.",
+                pair,
+                bytes_total,
+            ),
+            _counted(
+                "onecluster_transfer_progress_age_seconds",
+                "The longest a running or waiting transfer between two sites has gone without "
+                "bytes done growing (as this server saw it).",
+                pair,
+                ages,
+            ),
+        ]
 
     def _registry(self) -> list[Metric]:
         check = self._register.check()
-        verified = GaugeMetricFamily(
-            "onecluster_register_verified",
-            "1 if the export register verified at its last check (signatures, tree head, "
-            "entries), 0 if it did not.",
-        )
-        verified.add_metric([], 1 if check.ok else 0)
-        checked = GaugeMetricFamily(
-            "onecluster_register_last_check_timestamp_seconds",
-            "When the export register was last verified (Unix time).",
-        )
-        checked.add_metric([], check.at)
-        families: list[Metric] = [verified, checked]
+        families: list[Metric] = [
+            _single(
+                "onecluster_register_verified",
+                "1 if the export register verified at its last check (signatures, tree head, "
+                "entries), 0 if it did not.",
+                1 if check.ok else 0,
+            ),
+            _single(
+                "onecluster_register_last_check_timestamp_seconds",
+                "When the export register was last verified (Unix time).",
+                check.at,
+            ),
+            _single(
+                "onecluster_register_entries",
+                "Entries covered by the register's signed tree head.",
+                check.size,
+            ),
+        ]
         if check.last_ok_at is not None:
-            ok_at = GaugeMetricFamily(
-                "onecluster_register_last_success_timestamp_seconds",
-                "When the export register last verified (Unix time).",
+            families.append(
+                _single(
+                    "onecluster_register_last_success_timestamp_seconds",
+                    "When the export register last verified (Unix time).",
+                    check.last_ok_at,
+                )
             )
-            ok_at.add_metric([], check.last_ok_at)
-            families.append(ok_at)
-        entries = GaugeMetricFamily(
-            "onecluster_register_entries", "Entries covered by the register's signed tree head."
-        )
-        entries.add_metric([], check.size)
-        families.append(entries)
         return families
