@@ -38,6 +38,7 @@ typecheck: install
 ## make test: lint, strict typing and the default test suite (PostgreSQL started by scripts/postgres.sh).
 test: lint typecheck
 	scripts/lab-host.sh
+	scripts/promtool-host.sh  # promtool checks the shipped Prometheus rules (tests/deploy)
 	ONECLUSTER_TEST_PG_URL="$${ONECLUSTER_TEST_PG_URL:-$$(scripts/postgres.sh start)}" \
 		$(BIN)/pytest -q $(PYTEST_ARGS)
 

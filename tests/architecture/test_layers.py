@@ -29,6 +29,7 @@ LAYER = {
     "process": 0,
     "state_dir": 0,
     "logs": 0,
+    "deploy": 0,  # the shipped Prometheus rules and Grafana dashboard: files, no imports
     "model": 1,
     "fabric": 2,
     "topology": 2,

@@ -177,3 +177,19 @@ def test_a_bad_last_event_id_is_refused_with_a_clear_error(server: RunningServer
 
 def test_the_live_stream_needs_a_token(server: RunningServer) -> None:
     assert httpx.get(server.url + "/api/v1/live", timeout=10).status_code == 401
+
+
+def test_a_stream_of_events_is_not_timed_as_a_request(server: RunningServer) -> None:
+    """A stream lasts as long as its reader: timing it would put minutes into the request
+    latency that the API's objectives are judged by."""
+    with _live(server) as stream:
+        assert _Stream(stream).next()[0] == "tick"
+    httpx.get(server.url + "/api/v1/whoami", headers={"Authorization": "Bearer oc_x"})
+    text = httpx.get(server.url + "/metrics", timeout=10).text
+    timed = [
+        line
+        for line in text.splitlines()
+        if line.startswith("onecluster_http_request_duration_seconds_count")
+    ]
+    assert any('route="/api/v1/whoami"' in line for line in timed), timed
+    assert not any('route="/api/v1/live"' in line for line in timed), timed

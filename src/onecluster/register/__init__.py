@@ -8,12 +8,14 @@ for regulators, and the offline verifier (``docs/export.md``, "The export regist
   consistency proof from the previous month's last head, a signed header, and views for
   people (CSV, JSON, printable HTML).
 * :func:`verify` — checks a register directory or a bundle offline from the public key
-  alone, and names the first entry that does not check out.
+  alone, and names the first entry that does not check out; :func:`verify_open` checks
+  the register a server holds open, as it appends.
 """
 
 from onecluster.register._bundle import BundleSummary, write_bundle
 from onecluster.register._head import Receipt, SignedHead
 from onecluster.register._keys import fingerprint, read_public_key
+from onecluster.register._live import verify_open
 from onecluster.register._log import Register
 from onecluster.register._report import VerifyReport
 from onecluster.register._verify import verify
@@ -27,5 +29,6 @@ __all__ = [
     "fingerprint",
     "read_public_key",
     "verify",
+    "verify_open",
     "write_bundle",
 ]

@@ -285,6 +285,11 @@ class Register:
     # -- reading -------------------------------------------------------------------------
 
     @property
+    def directory(self) -> Path:
+        """The directory the register keeps its files in."""
+        return self._directory
+
+    @property
     def size(self) -> int:
         """How many entries are durable and covered by a signed checkpoint."""
         return self._size

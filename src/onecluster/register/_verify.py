@@ -17,12 +17,12 @@ from pathlib import Path
 
 from onecluster.errors import IntegrityError, NotFoundError
 from onecluster.register._bundle_check import verify_bundle
-from onecluster.register._check import check_log, entry_name
+from onecluster.register._check import Checked, check_log, entry_name
 from onecluster.register._files import CHECKPOINTS, ENTRIES, PUBLIC_KEY, read_lines
 from onecluster.register._keys import fingerprint, parse_public_key, read_public_key
 from onecluster.register._report import VerifyReport
 
-__all__ = ["verify"]
+__all__ = ["register_report", "verify"]
 
 _CRASH = (
     "a batch cut short by a crash leaves such a tail until the register is opened again; "
@@ -74,12 +74,17 @@ def _verify_register(path: Path, key: bytes, *, pinned: bool) -> VerifyReport:
     if pinned and (path / PUBLIC_KEY).exists() and read_public_key(path / PUBLIC_KEY) != key:
         msg = f"{path / PUBLIC_KEY} is not the pinned public key (every signature checked out)"
         raise IntegrityError(msg, hint="find out who replaced public.key")
+    return register_report(checked, key)
+
+
+def register_report(checked: Checked, key: bytes) -> VerifyReport:
+    """The report of a register whose entries ``checked`` covers, under ``key``."""
     head = checked.heads[-1]
     return VerifyReport(
         kind="register",
         size=head.size,
         root=head.root.hex(),
-        entries_checked=covered,
+        entries_checked=checked.covered,
         key_fingerprint=fingerprint(key),
         heads_checked=len(checked.checkpoints),
     )

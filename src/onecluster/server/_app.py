@@ -21,6 +21,7 @@ from onecluster.server import (
     _routes_jobs,
     _routes_links,
     _routes_live,
+    _routes_metrics,
 )
 from onecluster.server._config import ServerConfig
 from onecluster.server._control import ControlPlane
@@ -28,7 +29,11 @@ from onecluster.server._election import Election
 from onecluster.server._errors import install_error_handlers
 from onecluster.server._forward import FORWARD_TIMEOUT_S, LeaderForwarding
 from onecluster.server._limits import BodyLimits
+from onecluster.server._metrics import ServerMetrics
+from onecluster.server._metrics_cluster import ClusterCollector
+from onecluster.server._metrics_http import RequestTimer
 from onecluster.server._reconcile import Reconciler
+from onecluster.server._register_watch import RegisterWatch
 from onecluster.server._request_ids import RequestIds
 from onecluster.server._routes_dashboard import install_dashboard
 from onecluster.server._submissions import SubmissionWriter
@@ -53,11 +58,18 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> FastAPI:
     ``/`` is the NOC dashboard (``server/dashboard/``) and ``/api/v1/live`` its stream of
     events; a server that shuts down sets ``app.state.closing`` first, which ends the streams.
 
+    ``GET /metrics`` (Prometheus' text format, no token, not in the OpenAPI schema) times
+    every request (:class:`RequestTimer`) and reconcile pass, and reads the state of the
+    cluster at each scrape (:class:`ClusterCollector`), verifying the export register at
+    most once a minute (:class:`RegisterWatch`); ``app.state.metrics`` is the
+    :class:`ServerMetrics`.
+
     ``/docs`` (Swagger UI) and ``/redoc`` load their scripts and styles from the server
     itself (``/static-offline-docs/``, shipped by ``fastapi-offline``), never from a CDN, so
     they work on a host without Internet access.
     """
     the_clock: Clock = clock if clock is not None else SystemClock()
+    metrics = ServerMetrics()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -78,7 +90,9 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> FastAPI:
             ),
         )
         control.links.stand_by()  # until it takes office: Reconciler.take_office
-        reconciler = Reconciler(control, election)
+        reconciler = Reconciler(control, election, metrics)
+        collector = ClusterCollector(control, election, RegisterWatch(control.exports, the_clock))
+        metrics.add_collector(collector)
         submissions = SubmissionWriter(control.record_submissions)
         app.state.control = control
         app.state.election = election
@@ -99,6 +113,7 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> FastAPI:
                     writer.cancel()
             await asyncio.to_thread(election.resign)
         finally:
+            metrics.registry.unregister(collector)
             app.state.control = None
             app.state.election = None
             await app.state.forwarder.aclose()
@@ -110,10 +125,12 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> FastAPI:
         version="0.1.0",
         lifespan=lifespan,
     )
+    app.state.metrics = metrics
     install_error_handlers(app)
     app.add_middleware(LeaderForwarding)
     app.add_middleware(BodyLimits)  # a follower never buffers a body over the limit
-    app.add_middleware(RequestIds)  # outermost: even a refusal has a request id
+    app.add_middleware(RequestIds)  # around the limits: even a refusal has a request id
+    app.add_middleware(RequestTimer, metrics=metrics)  # times what the others do
     app.include_router(_routes_cluster.router)
     app.include_router(_routes_jobs.router)
     app.include_router(_routes_agents.router)
@@ -122,6 +139,7 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> FastAPI:
     app.include_router(_routes_exports.router)
     app.include_router(_routes_fabric.router)
     app.include_router(_routes_live.router)
+    app.include_router(_routes_metrics.router)
     install_dashboard(app)
     app.state.closing = asyncio.Event()  # set as the server starts to shut down: ends streams
     return app

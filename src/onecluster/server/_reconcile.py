@@ -32,6 +32,7 @@ from onecluster.errors import NotLeaderError, PlatformError
 from onecluster.scheduler import Plan
 from onecluster.server._control import ControlPlane
 from onecluster.server._election import Election
+from onecluster.server._metrics import ServerMetrics
 from onecluster.server._scheduling import scheduler_view
 from onecluster.server._staging import stage_attempts
 from onecluster.store import PlacedPart, PreemptOrder, StartOrder, fenced
@@ -65,12 +66,19 @@ class Reconciler:
 
     :meth:`step` runs one pass synchronously (tests call it directly); :meth:`run` repeats
     it every ``reconcile_interval_s`` until cancelled, while ``election`` (if any) says this
-    replica leads.  Passes never overlap.
+    replica leads.  Passes never overlap.  ``metrics`` (if any) observes each pass's and
+    each phase's duration, and the phases that failed.
     """
 
-    def __init__(self, control: ControlPlane, election: Election | None = None) -> None:
+    def __init__(
+        self,
+        control: ControlPlane,
+        election: Election | None = None,
+        metrics: ServerMetrics | None = None,
+    ) -> None:
         self._control = control
         self._election = election
+        self._metrics = metrics
         self._office: int | None = None  # the term of the last pass
         self._fabric_due = 0.0  # when to look for a fabric applied elsewhere (monotonic)
         # Sites whose leases ran out while no server was up are not lost yet: their agents
@@ -162,6 +170,8 @@ class Reconciler:
                 sites_down=s.sites_down + down,
                 phase_s=MappingProxyType(timings),
             )
+            if self._metrics is not None:
+                self._metrics.observe_pass(timings, failures)
             return self._stats
 
     def _expire(self) -> int:
