@@ -298,7 +298,29 @@ def test_4_every_page_renders_in_both_languages_and_the_report_prints(
     )
 
 
-def test_5_a_team_member_sees_only_the_pages_of_the_role(
+def test_5_a_tick_does_not_redraw_under_a_reader_who_selects_text(admin_tab: Dashboard) -> None:
+    """Redrawing every second would drop a selection (a job id to copy) and close an open
+    list; the page waits until the reader has been still for a few seconds."""
+    tab = admin_tab
+    tab.open("events")
+    tab.wait("() => document.querySelector('[data-event]') !== null", "an event")
+    drawn = tab.page.get_attribute("body", "data-rendered")
+    tab.wait(
+        "(before) => document.body.dataset.rendered !== before", "a redraw on a tick", arg=drawn
+    )
+    tab.page.evaluate(
+        "() => window.getSelection().selectAllChildren(document.querySelector('[data-event]'))"
+    )
+    held = tab.page.get_attribute("body", "data-rendered")
+    tab.page.wait_for_timeout(2500)  # two ticks at least, while the reader selects
+    assert tab.page.get_attribute("body", "data-rendered") == held
+    assert tab.page.evaluate("() => window.getSelection().toString().length") > 0
+    tab.wait(  # and once the reader is still, the page is live again
+        "(before) => document.body.dataset.rendered !== before", "a redraw after", arg=held
+    )
+
+
+def test_6_a_team_member_sees_only_the_pages_of_the_role(
     browser: Any, lab_and_admin: tuple[Lab, Client], shots: Path
 ) -> None:
     lab, admin = lab_and_admin

@@ -135,6 +135,7 @@ def test_borrowed_work_is_preempted_for_in_quota_work_and_requeued(server: Runni
     server.step()
     [run] = server.sync("shanghai").attempts
     assert admin.job(borrower.id).borrowed
+    assert admin.stats().borrowed == 1
     server.sync("shanghai", report(run))
     server.clock.advance(5)
     owner = admin.submit(h800("llm", 256))

@@ -43,6 +43,7 @@ def test_sites_teams_and_stats_show_what_runs(server: RunningServer) -> None:
     assert teams["llm"].quota == {"H800": 320, "A100": 64, "H100": 64}
     stats = admin.stats()
     assert (stats.gpus_total, stats.gpus_busy, stats.running, stats.pending) == (1200, 64, 1, 1)
+    assert (stats.borrowed, stats.waiting_for_data) == (0, 0)
     assert stats.utilization == pytest.approx(64 / 1200)
     assert stats.sites["singapore"].busy == 64
     assert stats.sites["shanghai"].pending == 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING
 import httpx
 import pytest
 
+from onecluster.server import _routes_live
 from onecluster.server._routes_live import TICK_S
 
 if TYPE_CHECKING:
@@ -63,6 +65,34 @@ def test_the_page_and_every_asset_it_loads_come_from_the_server_itself(
             assert "javascript" in answer.headers["content-type"], path
         outside = [u for u in _ABSOLUTE.findall(answer.text) if u != _SVG_NAMESPACE]
         assert outside == [], f"{path} refers outside the server: {outside}"
+
+
+@pytest.mark.parametrize(
+    "path", ["/ui/index.html", "/ui/", "/ui", "/ui/nothing.js", "/ui/..%2Fapp.js", "/ui/.app.js"]
+)
+def test_the_page_is_served_only_at_the_root_and_ui_serves_only_assets(
+    server: RunningServer, path: str
+) -> None:
+    """The page without its headers (at ``/ui/index.html``, say) could be framed and would
+    load whatever it is told to; ``/ui/`` lists nothing."""
+    assert httpx.get(server.url + path, timeout=10).status_code == 404
+
+
+def test_every_answer_of_the_dashboard_carries_its_security_headers_and_revalidates(
+    server: RunningServer,
+) -> None:
+    for path in ["/", "/ui/app.js", "/ui/app.css", "/ui/favicon.svg"]:
+        answer = httpx.get(server.url + path, timeout=10)
+        assert answer.status_code == 200, path
+        assert "frame-ancestors 'none'" in answer.headers["content-security-policy"], path
+        assert answer.headers["x-content-type-options"] == "nosniff", path
+        assert answer.headers["cache-control"] == "no-cache", path
+        again = httpx.get(
+            server.url + path, headers={"If-None-Match": answer.headers["etag"]}, timeout=10
+        )
+        assert (again.status_code, again.content) == (304, b""), path
+    head = httpx.head(server.url + "/", timeout=10)
+    assert (head.status_code, head.content) == (200, b"")
 
 
 def test_every_asset_in_the_package_is_one_the_page_loads() -> None:
@@ -164,11 +194,14 @@ def test_the_live_stream_pushes_each_new_event_once_and_resumes_without_a_gap(
     assert [d["message"] for _, d in resumed] == ["two", "three"]
 
 
-@pytest.mark.parametrize("bad", ["x1", "-3", "1" * 23])
-def test_a_bad_last_event_id_is_refused_with_a_clear_error(server: RunningServer, bad: str) -> None:
+@pytest.mark.parametrize("bad", [b"x1", b"-3", b"1" * 23, b"\xb2", b"\xb9\xb2"])
+def test_a_bad_last_event_id_is_refused_with_a_clear_error(
+    server: RunningServer, bad: bytes
+) -> None:
+    """Raw header bytes: ``\\xb2`` reads as '²' (latin-1), which ``str.isdigit`` calls a digit."""
     answer = httpx.get(
         server.url + "/api/v1/live",
-        headers={"Authorization": f"Bearer {server.admin_token}", "Last-Event-ID": bad},
+        headers={"Authorization": f"Bearer {server.admin_token}".encode(), "Last-Event-ID": bad},
         timeout=10,
     )
     assert answer.status_code == 400
@@ -193,3 +226,25 @@ def test_a_stream_of_events_is_not_timed_as_a_request(server: RunningServer) -> 
     ]
     assert any('route="/api/v1/whoami"' in line for line in timed), timed
     assert not any('route="/api/v1/live"' in line for line in timed), timed
+
+
+def test_a_stream_beyond_the_servers_most_is_refused_and_one_closed_frees_its_place(
+    server: RunningServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_routes_live, "MAX_STREAMS", 1)
+    with _live(server) as first:
+        reader = _Stream(first)  # kept: dropping the reader would close the stream
+        assert reader.next()[0] == "tick"
+        with _live(server) as refused:
+            assert refused.status_code == 503
+            assert "live streams" in json.loads(refused.read())["error"]["message"]
+        assert reader.next()[0] == "tick"  # the first one goes on
+
+    def freed() -> bool:
+        with _live(server) as again:
+            return again.status_code == 200
+
+    deadline = time.monotonic() + 10
+    while not freed():  # the server sees the first reader gone at its next tick
+        assert time.monotonic() < deadline, "the closed stream's place was never freed"
+        time.sleep(0.2)

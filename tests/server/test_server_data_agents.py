@@ -135,6 +135,8 @@ def test_a_job_placed_away_from_its_data_waits_for_it_then_gets_it(
     site = part.site
     assert placed.state == "running" and site == "shanghai"
     assert placed.reason is not None and placed.reason.startswith("waiting for data")
+    stats = admin.stats()
+    assert (stats.running, stats.waiting_for_data) == (1, 1)
 
     def orders() -> list[DesiredAttempt]:
         plane = three[site]
@@ -164,6 +166,7 @@ def test_a_job_placed_away_from_its_data_waits_for_it_then_gets_it(
     assert _tree(where) == _tree(tree) and where != tree
     assert admin.job(job.id).reason is None
     assert admin.transfer(prefetch.id).state == "done"
+    assert admin.stats().waiting_for_data == 0
 
 
 def test_a_job_whose_data_is_already_there_gets_its_directory_at_once(

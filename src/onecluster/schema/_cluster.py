@@ -111,13 +111,17 @@ class SiteStatsOut(BaseModel):
 
 
 class StatsOut(BaseModel):
-    """``GET /stats``: a snapshot of the whole cluster."""
+    """``GET /stats``: a snapshot of the whole cluster.  ``running`` counts the jobs that hold
+    GPUs, among them ``borrowed`` (running on GPUs lent beyond their team's guarantee) and
+    ``waiting_for_data`` (holding GPUs while their dataset comes)."""
 
     gpus_total: int
     gpus_busy: int
     utilization: float
     pending: int
     running: int
+    borrowed: int = 0
+    waiting_for_data: int = 0
     completed: int
     failed: int
     cancelled: int

@@ -457,6 +457,7 @@ class ControlPlane:
             preemptions=self.store.total_preemptions(),
             waits=self.store.waits(),
             pending_by_team=self.store.pending_by_team(),
+            waiting_for_data=len({a.job_id for a in self.store.staging_attempts()}),
         )
 
     def gpu_report(self, month: str) -> dict[str, object]:

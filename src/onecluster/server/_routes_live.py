@@ -22,12 +22,12 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import StreamingResponse
 
-from onecluster.errors import ValidationError
+from onecluster.errors import UnavailableError, ValidationError
 from onecluster.schema import MAX_INT
 from onecluster.server._control import ControlPlane
 from onecluster.server._deps import Caller, Control
 
-__all__ = ["STREAM_LIMIT_S", "TICK_S", "router"]
+__all__ = ["MAX_STREAMS", "STREAM_LIMIT_S", "TICK_S", "router"]
 
 router = APIRouter(prefix="/api/v1", tags=["live"])
 
@@ -37,6 +37,9 @@ TICK_S = 1.0
 STREAM_LIMIT_S = 600.0
 #: Events read per page of the feed.
 _PAGE = 200
+#: Streams one server holds open at once; one more is refused (503, retried by the page).
+#: Each reads the database once a second, so a few hundred would be a load of their own.
+MAX_STREAMS = 64
 
 
 @router.get("/live", include_in_schema=False)
@@ -53,8 +56,12 @@ async def live(
         newest = await asyncio.to_thread(control.store.events, limit=1)
         cursor = newest[-1].id if newest else 0
     closing: asyncio.Event | None = getattr(request.app.state, "closing", None)
+    open_now: int = getattr(request.app.state, "live_streams", 0)
+    if open_now >= MAX_STREAMS:
+        msg = f"this server already holds {open_now} live streams, its most"
+        raise UnavailableError(msg, hint="close other dashboard tabs, or use another replica")
     return StreamingResponse(
-        _stream(request, control, cursor, closing),
+        _counted(request, _stream(request, control, cursor, closing)),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
     )
@@ -63,10 +70,21 @@ async def live(
 def _cursor(last_event_id: str | None, after: int | None) -> int | None:
     if last_event_id is None:
         return after
-    if not last_event_id.isdigit() or int(last_event_id) > MAX_INT:
+    if not (last_event_id.isascii() and last_event_id.isdigit()) or int(last_event_id) > MAX_INT:
         msg = f"Last-Event-ID must be an event id (a whole number), not {last_event_id!r}"
         raise ValidationError(msg)
     return int(last_event_id)
+
+
+async def _counted(request: Request, stream: AsyncIterator[str]) -> AsyncIterator[str]:
+    """``stream``, counted in ``app.state.live_streams`` from its first line to its end."""
+    state = request.app.state
+    state.live_streams = getattr(state, "live_streams", 0) + 1
+    try:
+        async for line in stream:
+            yield line
+    finally:
+        state.live_streams -= 1
 
 
 async def _stream(

@@ -347,6 +347,7 @@ def stats_out(
     preemptions: int,
     waits: Sequence[float],
     pending_by_team: Mapping[str, int],
+    waiting_for_data: int = 0,
 ) -> StatsOut:
     """The cluster snapshot of ``GET /stats``; per-site ``pending`` counts pending jobs of
     the teams homed at that site."""
@@ -368,6 +369,8 @@ def stats_out(
         utilization=busy / total if total else 0.0,
         pending=counts.get(JobState.PENDING, 0),
         running=sum(counts.get(s, 0) for s in _HOLDING),
+        borrowed=sum(1 for _, attempts in running if any(a.borrowed for a in attempts)),
+        waiting_for_data=waiting_for_data,
         completed=counts.get(JobState.COMPLETED, 0),
         failed=counts.get(JobState.FAILED, 0),
         cancelled=counts.get(JobState.CANCELLED, 0),

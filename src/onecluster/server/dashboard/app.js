@@ -14,7 +14,7 @@ const PAGES = {
   report: { roles: ["admin"], render: () => views.report(), live: false },
 };
 
-const state = { who: null, events: [], stream: null, busy: false, again: false };
+const state = { who: null, events: [], stream: null, busy: false, again: false, touched: 0 };
 const $ = (id) => document.getElementById(id);
 
 function pageName() {
@@ -29,9 +29,25 @@ function drawNav(current) {
     .map(([name]) => h("a", { href: `#/${name}`, class: name === current ? "on" : null, "data-page": name, "data-i18n": `page_${name}` }, t(`page_${name}`))));
 }
 
+// Whether the reader is using the page: a list or field in focus, or text selected in it,
+// touched in the last few seconds.  A tick does not redraw under them (it would close the
+// list or drop the selection); a later one does, so a page left alone never freezes.
+const IN_USE_MS = 5000;
+
+function inUse() {
+  if (Date.now() - state.touched > IN_USE_MS) return false;
+  const view = $("view");
+  const active = document.activeElement;
+  if (active && view.contains(active) && ["SELECT", "INPUT", "TEXTAREA"].includes(active.tagName)) return true;
+  const selection = window.getSelection();
+  return Boolean(selection && !selection.isCollapsed && view.contains(selection.anchorNode));
+}
+
 // One render at a time; a request for another while one runs is kept and done after it.
-async function render() {
+// A redraw keeps the scroll position of every scrolling list (``data-keep-scroll``).
+async function render(why) {
   if (!state.who) return;
+  if (why === "tick" && inUse()) return;
   if (state.busy) { state.again = true; return; }
   state.busy = true;
   const name = pageName();
@@ -39,7 +55,10 @@ async function render() {
     drawNav(name);
     const view = await PAGES[name].render(state.who);
     view.dataset.view = name;
+    const scrolled = {};
+    for (const el of $("view").querySelectorAll("[data-keep-scroll]")) scrolled[el.dataset.keepScroll] = el.scrollTop;
     $("view").replaceChildren(view);
+    for (const el of view.querySelectorAll("[data-keep-scroll]")) el.scrollTop = scrolled[el.dataset.keepScroll] || 0;
     document.body.dataset.showing = name;
     document.body.dataset.rendered = String(Date.now());
   } catch (err) {
@@ -82,7 +101,7 @@ async function signIn() {
       if (state.events.length > 1000) state.events.splice(0, state.events.length - 1000);
       document.body.dataset.lastEvent = String(event.id);
     },
-    onTick: () => { if (PAGES[pageName()].live) render(); },
+    onTick: () => { if (PAGES[pageName()].live) render("tick"); },
     onState: setLive,
   });
   state.stream.start();
@@ -117,8 +136,12 @@ function main() {
     signIn();
   });
   $("logout").addEventListener("click", signOut);
-  window.addEventListener("hashchange", render);
-  window.addEventListener("oc-refresh", render);
+  for (const kind of ["pointerdown", "keydown", "focusin", "wheel"]) {
+    $("view").addEventListener(kind, () => { state.touched = Date.now(); }, { passive: true });
+  }
+  document.addEventListener("selectionchange", () => { state.touched = Date.now(); });
+  window.addEventListener("hashchange", () => render());
+  window.addEventListener("oc-refresh", () => render());
   translate(document);
   if (token()) signIn();
   else showLogin("");

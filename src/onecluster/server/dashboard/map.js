@@ -73,9 +73,10 @@ export function drawMap({ sites, links, route, load }) {
     const [x, y] = paths[link.circuit].mid;
     const m = measured(link);
     const used = load[link.circuit];
-    const parts = [link.circuit, ms(m.rtt ?? link.rtt_ms)];
+    // Measured where the probes say; else the fabric's figure, marked as such.
+    const parts = m.rtt === null ? [link.circuit, `${ms(link.rtt_ms)} (${t("nominal")})`] : [link.circuit, ms(m.rtt)];
     if (m.jitter !== null) parts.push(`±${ms(m.jitter)}`);
-    parts.push(pct(m.loss));
+    if (m.rtt !== null) parts.push(pct(m.loss));
     if (used) parts.push(`${t("load")} ${pct(used)}`);
     svg.append(s("text", { x, y: y - 6, "text-anchor": "middle", class: "label" }, parts.join(" · ")));
   }

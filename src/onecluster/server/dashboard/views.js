@@ -25,23 +25,12 @@ function circuitLoad(links, transfers) {
   return load;
 }
 
-function queueStates(jobs) {
-  const counts = { pending: 0, running: 0, borrowed: 0, waiting_data: 0 };
-  for (const j of jobs) {
-    if (j.state === "pending") counts.pending++;
-    else if (j.state === "running" && (j.reason || "").startsWith("waiting for data")) counts.waiting_data++;
-    else if (j.state === "running") counts.running++;
-    if (j.state === "running" && j.borrowed) counts.borrowed++;
-  }
-  return counts;
-}
-
 function mapCard(sites, links, routes, load) {
   const names = sites.map((x) => x.name);
   chosen.src = names.includes(chosen.src) ? chosen.src : names[0];
   chosen.dst = names.includes(chosen.dst) && chosen.dst !== chosen.src ? chosen.dst : names.find((n) => n !== chosen.src);
   const route = routes.routes.find((r) => r.src === chosen.src && r.dst === chosen.dst);
-  const picker = (field) => h("select", { "data-pick": field, onchange: (e) => { chosen[field] = e.target.value; window.dispatchEvent(new Event("oc-refresh")); } },
+  const picker = (field) => h("select", { "data-pick": field, onchange: (e) => { chosen[field] = e.target.value; e.target.blur(); window.dispatchEvent(new Event("oc-refresh")); } },
     names.map((n) => h("option", { value: n, selected: n === chosen[field] }, n)));
   const pathText = (circuits, sitesOnPath) => (circuits && circuits.length ? `${sitesOnPath.join(" → ")} (${circuits.join(", ")})` : t("unreachable"));
   const el = card("map",
@@ -92,34 +81,50 @@ function teamsCard(teams) {
     h("td", {}, meter(sum(tm.usage) ? sum(tm.borrowed) / sum(tm.usage) : 0, String(sum(tm.borrowed)), "borrowed")))), ["quota"]));
 }
 
-async function queueCard(stats, jobs) {
-  const counts = jobs ? queueStates(jobs) : { pending: stats.pending, running: stats.running };
+// The counters come from /stats (the whole cluster); the list, from the jobs the token may
+// see, is the longest-waiting pending ones.
+async function queueCard(stats, pending) {
+  const counts = {
+    pending: stats.pending, running: stats.running - (stats.waiting_for_data || 0),
+    borrowed: stats.borrowed || 0, waiting_data: stats.waiting_for_data || 0,
+  };
   const counters = h("div", { class: "counters" }, Object.entries(counts).map(([k, v]) =>
     h("div", { class: "counter", "data-counter": k }, h("b", {}, v), label(k))));
-  if (!jobs) return card("queue", counters);
-  const pending = jobs.filter((j) => j.state === "pending").slice(0, 12);
+  if (!pending) return card("queue", counters);
   let why = null;
   if (chosen.why && pending.some((j) => j.id === chosen.why)) {
     why = await get(`/api/v1/jobs/${encodeURIComponent(chosen.why)}/why`).then((w) => w.summary, (e) => e.message);
   }
   const list = pending.length
-    ? table(["job", "team", "gpus", "why"], pending.map((j) => h("tr", { "data-job": j.id, "data-state": j.state },
+    ? table(["job", "team", "gpus", "waited", "why"], pending.map((j) => h("tr", { "data-job": j.id, "data-state": j.state },
       h("td", {}, j.name || j.id), h("td", {}, j.team), h("td", { class: "num" }, j.gpus),
-      h("td", {}, h("button", { type: "button", onclick: () => { chosen.why = j.id; window.dispatchEvent(new Event("oc-refresh")); } }, "?")))), ["gpus"])
+      h("td", { class: "num" }, duration(Date.now() / 1000 - j.submitted_at)),
+      h("td", {}, h("button", { type: "button", onclick: () => { chosen.why = j.id; window.dispatchEvent(new Event("oc-refresh")); } }, "?")))), ["gpus", "waited"])
     : h("p", { class: "note" }, t("no_pending"));
   return card("queue", counters, list, why ? h("p", { class: "why", "data-why": chosen.why }, why) : null);
 }
 
+// The longest-waiting pending jobs the token may see (the API lists newest first).
+async function oldestPending(who, stats) {
+  const shown = 12;
+  if (who.role === "admin") {
+    const offset = Math.max(0, stats.pending - shown);
+    return (await get(`/api/v1/jobs?state=pending&limit=${shown}&offset=${offset}`)).reverse();
+  }
+  const mine = await get("/api/v1/jobs?state=pending&limit=10000");
+  return mine.slice(-shown).reverse();
+}
+
 export async function overview(who) {
   const canJobs = who.role === "admin" || who.role === "member";
-  const [sites, links, routes, teams, stats, transfers, jobs] = await Promise.all([
+  const [sites, links, routes, teams, stats, transfers] = await Promise.all([
     get("/api/v1/sites"), get("/api/v1/links"), get("/api/v1/routes"), get("/api/v1/teams"),
     get("/api/v1/stats"), get("/api/v1/transfers"),
-    canJobs ? get("/api/v1/jobs?limit=500") : Promise.resolve(null),
   ]);
+  const pending = canJobs ? await oldestPending(who, stats) : null;
   const load = circuitLoad(links, transfers);
   return h("div", { class: "grid" }, mapCard(sites, links, routes, load), circuitsCard(links, load),
-    routesCard(routes), poolsCard(sites), teamsCard(teams), await queueCard(stats, jobs));
+    routesCard(routes), poolsCard(sites), teamsCard(teams), await queueCard(stats, pending));
 }
 
 export async function jobs() {
@@ -127,7 +132,7 @@ export async function jobs() {
   return card("jobs", table(["job", "name", "team", "state", "gpus", "sites", "submitted", "reason"],
     list.map((j) => h("tr", { "data-job": j.id, "data-state": j.state },
       h("td", {}, j.id), h("td", {}, j.name || ""), h("td", {}, j.team),
-      h("td", {}, stateBadge(j.state), j.borrowed ? ` ${t("borrowed")}` : ""),
+      h("td", {}, stateBadge(j.state, t(`state_${j.state}`)), j.borrowed ? ` ${t("borrowed")}` : ""),
       h("td", { class: "num" }, j.gpus), h("td", {}, j.parts.map((p) => `${p.site}:${p.gpus}×${p.gpu_type}`).join(" ")),
       h("td", {}, clock(j.submitted_at)), h("td", { class: "note" }, j.reason || ""))), ["gpus"]));
 }
@@ -137,7 +142,7 @@ export async function transfers() {
   if (!list.length) return card("transfers", h("p", { class: "note" }, t("no_transfers")));
   return card("transfers", table(["dataset", "from_to", "state", "progress", "rate", "eta", "paths"],
     list.map((tr) => h("tr", { "data-transfer": tr.id, "data-state": tr.state, "data-done": tr.bytes_done, "data-total": tr.bytes_total },
-      h("td", {}, tr.dataset), h("td", {}, `${tr.src} → ${tr.dst}`), h("td", {}, stateBadge(tr.state)),
+      h("td", {}, tr.dataset), h("td", {}, `${tr.src} → ${tr.dst}`), h("td", {}, stateBadge(tr.state, t(`state_${tr.state}`))),
       h("td", {}, meter(tr.bytes_total ? tr.bytes_done / tr.bytes_total : 0, `${bytes(tr.bytes_done)} / ${bytes(tr.bytes_total)}`)),
       h("td", { class: "num" }, rate(tr.rate_bps)), h("td", { class: "num" }, duration(tr.eta_s)),
       h("td", { class: "note" }, tr.paths.map((p) => `${p.name}: ${p.circuits.join("+")}`).join("; "))))));
@@ -176,10 +181,10 @@ export async function register() {
     return h("tr", { "data-entry": seq }, h("td", { class: "num" }, seq), h("td", {}, e.at || ""), h("td", { class: "note" }, what || text.slice(0, 160)));
   });
   const approvalRows = approvals.map((a) => h("tr", { "data-approval": a.id },
-    h("td", {}, a.id), h("td", {}, stateBadge(a.state)), h("td", {}, a.dataset), h("td", {}, a.destinations.join(", ")),
+    h("td", {}, a.id), h("td", {}, stateBadge(a.state, t(`state_${a.state}`))), h("td", {}, a.dataset), h("td", {}, a.destinations.join(", ")),
     h("td", {}, a.purpose), h("td", {}, clock(a.valid_until))));
   const exportRows = exportsList.map((x) => h("tr", { "data-export": x.id },
-    h("td", {}, x.id), h("td", {}, stateBadge(x.state)), h("td", {}, `${x.src} → ${x.dst}`), h("td", {}, x.dataset), h("td", { class: "num" }, bytes(x.bytes))));
+    h("td", {}, x.id), h("td", {}, stateBadge(x.state, t(`state_${x.state}`))), h("td", {}, `${x.src} → ${x.dst}`), h("td", {}, x.dataset), h("td", { class: "num" }, bytes(x.bytes))));
   return h("div", { class: "grid" }, headCard,
     card("entries", entryRows.length ? table(["seq_col", "at_col", "entry_col"], entryRows) : h("p", { class: "note" }, t("no_entries"))),
     card("approvals", approvalRows.length ? table(["approvals", "state", "dataset", "destinations", "purpose", "valid_until"], approvalRows) : h("p", { class: "note" }, t("no_approvals"))),
@@ -188,11 +193,11 @@ export async function register() {
 
 export function feed(events) {
   const shown = chosen.kinds === "alerts" ? events.filter((e) => isAlert(e.kind)) : events;
-  const pickKinds = h("select", { "data-pick": "kinds", onchange: (e) => { chosen.kinds = e.target.value; window.dispatchEvent(new Event("oc-refresh")); } },
+  const pickKinds = h("select", { "data-pick": "kinds", onchange: (e) => { chosen.kinds = e.target.value; e.target.blur(); window.dispatchEvent(new Event("oc-refresh")); } },
     h("option", { value: "all", selected: chosen.kinds === "all" }, t("all_kinds")),
     h("option", { value: "alerts", selected: chosen.kinds === "alerts" }, t("alerts_only")));
   return card("events", h("div", { class: "toolbar" }, pickKinds),
-    h("ul", { class: "feed" }, shown.slice(-200).reverse().map((e) => h("li", { class: isAlert(e.kind) ? "alert" : null, "data-event": e.id, "data-kind": e.kind },
+    h("ul", { class: "feed", "data-keep-scroll": "events" }, shown.slice(-200).reverse().map((e) => h("li", { class: isAlert(e.kind) ? "alert" : null, "data-event": e.id, "data-kind": e.kind },
       h("span", { class: "kind" }, e.kind), ` ${clock(e.time)} `, e.message))));
 }
 
