@@ -288,6 +288,8 @@ class Fetch:
         stats = self._stats[route.name]
         flow = (self._peer, path_kind(len(route.hops)))
         open_streams = self.metrics.streams.labels("fetch", *flow)
+        for rare in (self.metrics.verify_failures, self.metrics.connect_retries):
+            rare.labels(*flow)  # exported at 0 from now, so that the first one is an increase
         backoff = 0.2
         broke = False  # a session of this stream ended early: the next one is a reconnect
         while self._alive(route) and not self._work.finished:
