@@ -17,8 +17,8 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
-from tests.training.conftest import fast_config, make_worker, run_threads
-from tests.training.test_training_sync import SITES, start_all, train_until, wait_for
+from tests.training.conftest import fast_config, make_worker
+from tests.training.test_training_sync import SITES, a_outlives_b, train_until, wait_for
 
 from onecluster.errors import ValidationError
 from onecluster.training import CrossSite, TrainingCollector, serve_metrics
@@ -48,16 +48,7 @@ def one(samples: Samples, name: str, **labels: str) -> float:
 
 def test_a_lost_and_returning_site_moves_the_counters_by_one(base_port: int) -> None:
     cfg = fast_config()  # a round every 5 steps
-    a = make_worker(SITES, 0, base_port, cfg)
-    b = make_worker(SITES, 1, base_port, cfg)
-    start_all(a, b)
-
-    def b_dies() -> None:
-        train_until(b, 10)
-        b.cross.close()  # its connections close, as when its process is killed
-
-    run_threads(lambda: train_until(a, 20), b_dies)
-    assert a.error is None and b.error is None
+    a = a_outlives_b(base_port, cfg, 20)
     lost = collected(a.cross)
     assert one(lost, "onecluster_training_sites_lost_total", peer="b") == 1
     assert ("onecluster_training_sites_rejoined_total", (("peer", "b"),)) not in lost
@@ -165,24 +156,3 @@ def test_the_launchers_prometheus_option_serves_each_workers_metrics(
     assert one(samples, "onecluster_training_outer_sync_duration_seconds_count") >= 2
     assert one(samples, "onecluster_training_step_duration_seconds_count") >= 10
     assert one(samples, "onecluster_training_wan_sent_bytes_total") > 0
-
-
-def test_the_launcher_refuses_a_malformed_prometheus_address() -> None:
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "onecluster.training",
-            "launch",
-            "--prometheus",
-            "x:y",
-            "--",
-            "true",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 3
-    assert "'x:y' is not HOST:PORT" in done.stderr

@@ -110,9 +110,12 @@ class ProbeCollector(Collector):
 
 class MetricsServer:
     """``GET /metrics`` of ``collectors`` on ``host:port`` (port 0: any free port) in a daemon
-    thread; a :class:`BackendError` when it cannot listen there."""
+    thread; a :class:`BackendError` when it cannot listen there, whose hint names the
+    command's ``option`` that chose the address."""
 
-    def __init__(self, collectors: Iterable[Collector], host: str, port: int) -> None:
+    def __init__(
+        self, collectors: Iterable[Collector], host: str, port: int, *, option: str = "--metrics"
+    ) -> None:
         self.registry = CollectorRegistry()
         for collector in collectors:
             self.registry.register(collector)
@@ -120,7 +123,7 @@ class MetricsServer:
             server, thread = start_http_server(port, addr=host, registry=self.registry)
         except OSError as exc:
             msg = f"cannot serve /metrics on {host}:{port}: {exc}"
-            raise BackendError(msg, hint="choose another --metrics address") from exc
+            raise BackendError(msg, hint=f"choose another {option} address") from exc
         self._server: WSGIServer = server
         self._thread: threading.Thread = thread
 

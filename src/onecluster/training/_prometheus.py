@@ -18,24 +18,16 @@ The launcher's ``--prometheus HOST:PORT`` gives worker *i* of the site ``HOST:PO
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator, Mapping
-from wsgiref.simple_server import WSGIServer
 
-from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from onecluster.errors import ValidationError
+from onecluster.telemetry import MetricsServer
 from onecluster.training._crosssite import CrossSite
 
-__all__ = [
-    "PROMETHEUS_ENV",
-    "MetricsEndpoint",
-    "TrainingCollector",
-    "prometheus_address",
-    "serve_metrics",
-]
+__all__ = ["PROMETHEUS_ENV", "TrainingCollector", "prometheus_address", "serve_metrics"]
 
 #: ``HOST:PORT`` of this worker's ``/metrics``, set by the launcher's ``--prometheus``.
 PROMETHEUS_ENV = "ONECLUSTER_TRAINING_PROMETHEUS"
@@ -88,36 +80,13 @@ class TrainingCollector(Collector):
         yield from self._cross.timings.outer_sync.collect()
 
 
-class MetricsEndpoint:
-    """``GET /metrics`` of ``cross`` on ``host:port`` (port 0: any free one) in a daemon
-    thread, until :meth:`close`; a :class:`ValidationError` when it cannot listen there."""
-
-    def __init__(self, cross: CrossSite, host: str, port: int) -> None:
-        registry = CollectorRegistry()
-        registry.register(TrainingCollector(cross))
-        try:
-            server, thread = start_http_server(port, addr=host, registry=registry)
-        except OSError as exc:
-            msg = f"cannot serve the training's /metrics on {host}:{port}: {exc}"
-            raise ValidationError(msg, hint="choose another --prometheus address") from exc
-        self._server: WSGIServer = server
-        self._thread: threading.Thread = thread
-
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}/metrics"
-
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
-
-
-def serve_metrics(cross: CrossSite, environ: Mapping[str, str]) -> MetricsEndpoint | None:
-    """The endpoint ``environ[PROMETHEUS_ENV]`` asks for (``None`` when it is unset)."""
+def serve_metrics(cross: CrossSite, environ: Mapping[str, str]) -> MetricsServer | None:
+    """``GET /metrics`` of ``cross`` where ``environ[PROMETHEUS_ENV]`` says, in a daemon
+    thread until its ``close()``; ``None`` when it is unset.  A :class:`ValidationError` for
+    a malformed address, a :class:`BackendError` when it cannot listen there (the launcher
+    restarts the worker: a port still held may be free by then)."""
     raw = environ.get(PROMETHEUS_ENV, "").strip()
     if not raw:
         return None
     host, port = prometheus_address(raw)
-    return MetricsEndpoint(cross, host, port)
+    return MetricsServer([TrainingCollector(cross)], host, port, option="--prometheus")
