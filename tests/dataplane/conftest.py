@@ -119,6 +119,12 @@ class Proxy:
         except OSError:
             pass
 
+    def reset(self) -> None:
+        """Reset every connection through it (new ones still pass): a circuit that flapped."""
+        for sock in list(self._socks):
+            with contextlib.suppress(OSError):
+                sock.close()
+
     def close(self) -> None:
         self._listener.close()
         for sock in self._socks:

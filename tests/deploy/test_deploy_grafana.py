@@ -7,7 +7,14 @@ from shipped import dashboard, dashboard_exprs, metric_names, recorded
 
 from onecluster.deploy import DASHBOARD_FILE
 
-SECTIONS = {"Circuits", "GPUs and queue", "Transfers", "Export register", "Gateway"}
+SECTIONS = {
+    "Circuits",
+    "GPUs and queue",
+    "Transfers",
+    "Export register",
+    "Gateway",
+    "Data plane and training",
+}
 
 
 def test_the_dashboard_is_shipped_and_has_a_uid() -> None:

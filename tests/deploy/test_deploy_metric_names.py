@@ -1,8 +1,10 @@
 """Every metric the shipped rules and dashboard name is exported by a running component.
 
 Real processes, each in its own session: ``onecluster server`` (its ``/metrics``),
-``onecluster agent --metrics`` probing a circuit (the probe exporter) and ``onecluster
-gateway serve`` (its ``/metrics``).  A name the rules use that no component exports would be
+``onecluster agent --metrics`` probing a circuit (the probe and data plane exporters),
+``onecluster gateway serve`` (its ``/metrics``) and a training worker started by
+``python -m onecluster.training launch --prometheus`` (its ``/metrics``, served while it
+waits for the other site).  A name the rules use that no component exports would be
 an alert that can never fire.
 """
 
@@ -58,10 +60,12 @@ class Processes:
         self.tmp = tmp
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
 
-    def spawn(self, name: str, argv: list[str], **env: str) -> None:
+    def spawn(
+        self, name: str, argv: list[str], *, module: str = "onecluster.cli", **env: str
+    ) -> None:
         with (self.tmp / f"{name}.log").open("ab") as log:
             self.procs[name] = subprocess.Popen(
-                [sys.executable, "-m", "onecluster.cli", *argv],
+                [sys.executable, "-m", module, *argv],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env={**os.environ, **env},
@@ -127,9 +131,29 @@ def test_every_metric_the_rules_and_dashboard_use_is_exported(
     exported |= exported_names(processes.wait_for("agent", scraped(f"http://{metrics}/metrics")))
     gateway = f"http://127.0.0.1:{processes.wait_for('gateway', lambda: _read(ready))}"
     exported |= exported_names(processes.wait_for("gateway", scraped(f"{gateway}/metrics")))
+    training = f"127.0.0.1:{free_port()}"
+    processes.spawn(
+        "training",
+        [
+            "launch", "--prometheus", training, "--",
+            sys.executable, "-m", "onecluster.training.chargpt", "--rendezvous-timeout", "120",
+        ],
+        module="onecluster.training",
+        ONECLUSTER_GANG_SITES="east,west",
+        ONECLUSTER_GANG_RANK="0",
+        ONECLUSTER_GANG_PORT=str(free_port()),
+    )  # fmt: skip
+    exported |= exported_names(
+        processes.wait_for("training", scraped(f"http://{training}/metrics"))
+    )
 
     assert used_names() - exported == set()
-    assert {"onecluster_link_rtt_min_seconds", "onecluster_gateway_calls_total"} <= exported
+    assert {
+        "onecluster_link_rtt_min_seconds",
+        "onecluster_gateway_calls_total",
+        "onecluster_dataplane_chunk_verify_failures_total",
+        "onecluster_training_outer_sync_duration_seconds_bucket",
+    } <= exported
 
 
 def _read(path: Path) -> str | None:

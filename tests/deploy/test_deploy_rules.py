@@ -18,6 +18,7 @@ ALERTS = {
     "OneclusterApiErrorBudgetBurnSlow",
     "OneclusterAgentLost",
     "OneclusterTransferStalled",
+    "OneclusterChunksCorrupt",
     "OneclusterRegisterVerificationFailed",
     "OneclusterRegisterUnverified",
     "OneclusterGatewayUpstreamErrors",

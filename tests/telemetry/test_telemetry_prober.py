@@ -17,6 +17,7 @@ from onecluster.telemetry import (
     MetricsServer,
     Packet,
     PeerEndpoint,
+    ProbeCollector,
     Prober,
     decode,
     encode,
@@ -130,7 +131,7 @@ def test_a_bad_address_or_interval_is_refused_at_once() -> None:
 def test_metrics_are_served_in_the_prometheus_format(pair: tuple[Prober, Prober]) -> None:
     a, _ = pair
     wait_until(lambda: a.snapshot()[0].received >= 10)
-    server = MetricsServer(a, "127.0.0.1", 0)
+    server = MetricsServer([ProbeCollector(a)], "127.0.0.1", 0)
     try:
         with urllib.request.urlopen(server.url, timeout=5) as response:
             text = response.read().decode()
@@ -157,7 +158,7 @@ def test_the_metrics_port_must_be_free(pair: tuple[Prober, Prober]) -> None:
         taken.listen()
         port = taken.getsockname()[1]
         with pytest.raises(BackendError, match="metrics"):
-            MetricsServer(a, "127.0.0.1", port)
+            MetricsServer([ProbeCollector(a)], "127.0.0.1", port)
 
 
 class SlowReflector:

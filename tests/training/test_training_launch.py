@@ -114,16 +114,19 @@ def test_the_example_refuses_a_file_that_is_not_tinyshakespeare(tmp_path: Path) 
 
 
 @pytest.mark.parametrize(
-    ("env", "says"),
+    ("env", "options", "says"),
     [
-        ({"ONECLUSTER_GANG_SITES": "a,b", "ONECLUSTER_GANG_RANK": "7"}, "site rank 7"),
-        ({"ONECLUSTER_GPUS": "two"}, "ONECLUSTER_GPUS is 'two'"),
+        ({"ONECLUSTER_GANG_SITES": "a,b", "ONECLUSTER_GANG_RANK": "7"}, [], "site rank 7"),
+        ({"ONECLUSTER_GPUS": "two"}, [], "ONECLUSTER_GPUS is 'two'"),
+        ({}, ["--prometheus", "x:y"], "'x:y' is not HOST:PORT"),
     ],
 )
-def test_the_launcher_refuses_a_malformed_gang_for_good(env: dict[str, str], says: str) -> None:
+def test_the_launcher_refuses_a_malformed_gang_or_option_for_good(
+    env: dict[str, str], options: list[str], says: str
+) -> None:
     """It exited 1 with a traceback, and its own launcher would have tried again."""
     done = subprocess.run(
-        [sys.executable, "-m", "onecluster.training", "launch", "--", "true"],
+        [sys.executable, "-m", "onecluster.training", "launch", *options, "--", "true"],
         env={**os.environ, **env},
         capture_output=True,
         text=True,

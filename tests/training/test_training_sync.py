@@ -13,6 +13,7 @@ import torch
 from tests.training.conftest import Relay, Worker, fast_config, make_worker, run_threads
 
 from onecluster.errors import UnavailableError, ValidationError
+from onecluster.training import SyncConfig
 from onecluster.training._codec import encode
 from onecluster.training._mesh import Lineage
 from onecluster.training._wire import read_frame, write_frame
@@ -49,6 +50,22 @@ def train_until(
 
 def start_all(*workers: Worker) -> None:
     run_threads(*(w.cross.start for w in workers))
+
+
+def a_outlives_b(base_port: int, cfg: SyncConfig, a_steps: int) -> Worker:
+    """Sites a and b train; b dies after 10 steps (its connections close, as when its
+    process is killed) while a goes on to ``a_steps``.  Site a's worker."""
+    a = make_worker(SITES, 0, base_port, cfg)
+    b = make_worker(SITES, 1, base_port, cfg)
+    start_all(a, b)
+
+    def b_dies() -> None:
+        train_until(b, 10)
+        b.cross.close()
+
+    run_threads(lambda: train_until(a, a_steps), b_dies)
+    assert a.error is None and b.error is None
+    return a
 
 
 def test_diloco_sends_h_times_compression_fewer_bytes_than_per_step_ddp(base_port: int) -> None:
@@ -103,17 +120,7 @@ def test_a_lost_site_is_left_out_and_a_restarted_one_heals_and_rejoins(
     """In ddp mode the healed site also takes the inner optimizer's state: without it the
     two sites' weights drifted apart after the heal (found by an outside review)."""
     cfg = fast_config(**config)
-    a = make_worker(SITES, 0, base_port, cfg)
-    b = make_worker(SITES, 1, base_port, cfg)
-    start_all(a, b)
-
-    def b_dies() -> None:
-        train_until(b, 10)
-        b.cross.close()  # its connections close, as when its process is killed
-
-    run_threads(lambda: train_until(a, 30), b_dies)
-    assert a.error is None and b.error is None
-    assert a.error is None
+    a = a_outlives_b(base_port, cfg, 30)
     assert a.rounds[-1].participants == ("a",)
     assert all(r.participants == ("a", "b") for r in a.rounds[:2])
 

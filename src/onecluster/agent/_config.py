@@ -35,7 +35,8 @@ class AgentConfig:
     ``slurm_conf`` is the ``slurm.conf`` of the site's cluster (``backend="slurm"``).
     ``probe_port`` is the UDP port of its probe sockets (0: any free one);
     ``apply_routes`` programs the kernel's routes to the other sites from the server's route
-    table; ``metrics_address`` (``host:port``) serves the probes' Prometheus ``/metrics``.
+    table; ``metrics_address`` (``host:port``) serves the Prometheus ``/metrics`` of the
+    probes and the data plane.
 
     ``server_url`` is the server's base URL, or those of several replicas of one control plane
     separated by commas, tried in turn (:class:`~onecluster.client.ServerList`); it is kept

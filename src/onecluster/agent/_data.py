@@ -20,7 +20,7 @@ import zstandard
 
 from onecluster.agent._deid import deidentify_version
 from onecluster.agent._receive import Receive
-from onecluster.dataplane import DataServer, Pacer, Served, window_bytes
+from onecluster.dataplane import DataPlaneMetrics, DataServer, Pacer, Served, window_bytes
 from onecluster.errors import PlatformError
 from onecluster.schema import (
     DataOrders,
@@ -111,7 +111,8 @@ class _Scan:
 
 class SiteData:
     """The data plane of ``site``: storage under ``data_dir``, an endpoint on ``port`` (0:
-    any free one), announced at ``address`` (``None``: the site's service address)."""
+    any free one), announced at ``address`` (``None``: the site's service address).  Its
+    endpoint and fetches count into :attr:`metrics` (the agent's ``--metrics`` exports it)."""
 
     def __init__(
         self,
@@ -135,8 +136,9 @@ class SiteData:
         self._pacers: dict[tuple[str, str], Pacer] = {}
         self._moved: dict[str, int] = {}  # bytes per circuit of transfers that ended here
         self._window = window_bytes()
+        self.metrics = DataPlaneMetrics()
         try:
-            self.server = DataServer(self, port=port)
+            self.server = DataServer(self, port=port, metrics=self.metrics)
         except OSError as exc:
             self.store.close()
             msg = f"the data endpoint cannot listen on port {port}: {exc.strerror or exc}"
@@ -209,7 +211,13 @@ class SiteData:
                         receive_order.src,
                         ", ".join(p.name for p in receive_order.paths) or "no path yet",
                     )
-                    current = Receive(receive_order, self.store, window_bytes=self._window)
+                    current = Receive(
+                        receive_order,
+                        self.store,
+                        window_bytes=self._window,
+                        site=self._site,
+                        metrics=self.metrics,
+                    )
                     self._receives[receive_order.id] = current
                     current.start()
                 else:

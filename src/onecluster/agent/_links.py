@@ -1,6 +1,6 @@
 """The agent's side of link measurement and routing.
 
-:class:`SiteLinks` owns the site's prober (and its ``/metrics`` endpoint, if any).  Each sync
+:class:`SiteLinks` owns the site's prober (the agent's ``/metrics`` exports it).  Each sync
 carries, per circuit, the window figures and the probe outcomes not yet acknowledged; the
 outcomes are acknowledged only once the server has answered, so a failed sync loses none.
 From each reply it learns the peers' probe endpoints and the site's route table.  With a
@@ -21,7 +21,7 @@ from onecluster.agent._routing import RouteStats, SiteRoutes
 from onecluster.model import Fabric
 from onecluster.network import RouteSink
 from onecluster.schema import AgentSyncReply, LinkReport, ProbeSample
-from onecluster.telemetry import MetricsServer, PeerEndpoint, Prober
+from onecluster.telemetry import PeerEndpoint, Prober
 
 __all__ = ["SiteLinks"]
 
@@ -33,7 +33,7 @@ def _ms(seconds: float | None) -> float | None:
 
 
 class SiteLinks:
-    """Probes, metrics and routes of one site (see the module docstring).
+    """Probes and routes of one site (see the module docstring).
 
     ``fabric`` lets the fast reroute pick a loop-free detour of its own (else it takes the
     table's backup); ``silence_s`` is how long a circuit goes without a reply before it is
@@ -48,7 +48,6 @@ class SiteLinks:
         *,
         service_address: str | None = None,
         routes: RouteSink | None = None,
-        metrics: MetricsServer | None = None,
         reapply_s: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
         fabric: Fabric | None = None,
@@ -56,7 +55,6 @@ class SiteLinks:
     ) -> None:
         self.prober = prober
         self.service_address = service_address
-        self._metrics = metrics
         self._in_flight: dict[str, int] = {}
         self._refusals: set[str] = set()
         self.routes: SiteRoutes | None = None
@@ -137,9 +135,7 @@ class SiteLinks:
         return self.prober.attention()
 
     def close(self) -> None:
-        """Stop the fast reroute, the metrics endpoint and the probes (routes stay)."""
+        """Stop the fast reroute and the probes (routes stay)."""
         if self.reroute is not None:
             self.reroute.close()
-        if self._metrics is not None:
-            self._metrics.close()
         self.prober.close()

@@ -14,7 +14,7 @@ import logging
 import threading
 from dataclasses import dataclass
 
-from onecluster.dataplane import Fetch, Route, fetch_manifest
+from onecluster.dataplane import DataPlaneMetrics, Fetch, Route, fetch_manifest
 from onecluster.errors import IntegrityError, PlatformError
 from onecluster.schema import PathReport, ReceiveOrder, TransferReport
 from onecluster.storage import DataStore, PartialReplica
@@ -50,10 +50,21 @@ def routes_of(order: ReceiveOrder) -> list[Route]:
 
 
 class Receive:
-    """Receives ``order`` into ``store`` until done, failed or :meth:`stop`."""
+    """Receives ``order`` into ``store`` until done, failed or :meth:`stop`; at ``site``,
+    counting into ``metrics`` (the site's data plane's)."""
 
-    def __init__(self, order: ReceiveOrder, store: DataStore, *, window_bytes: int) -> None:
+    def __init__(
+        self,
+        order: ReceiveOrder,
+        store: DataStore,
+        *,
+        window_bytes: int,
+        site: str = "",
+        metrics: DataPlaneMetrics | None = None,
+    ) -> None:
         self.order = order
+        self._site = site
+        self._metrics = metrics
         self._store = store
         self._window = window_bytes
         self._stop = threading.Event()
@@ -188,6 +199,9 @@ class Receive:
             routes=routes_of(self.order),
             window_bytes=self._window,
             priority=self.order.priority,
+            site=self._site,
+            peer=self.order.src,
+            metrics=self._metrics,
         )
         with self._lock:
             self._fetch = fetch

@@ -23,7 +23,7 @@ from onecluster.errors import PlatformError, ValidationError
 from onecluster.fabric import load_fabric
 from onecluster.network import KernelRoutes
 from onecluster.process import Child
-from onecluster.telemetry import MetricsServer, Prober
+from onecluster.telemetry import MetricsServer, ProbeCollector, Prober
 
 __all__ = ["run_agent"]
 
@@ -88,6 +88,14 @@ def _run_locked(
         if links is not None:
             links.close()
         raise
+    try:
+        metrics = _metrics_server(config, links, data)
+    except PlatformError:
+        data.close()
+        backend.close(grace_s=0.5)
+        if links is not None:
+            links.close()
+        raise
     watchdog = (
         _start_watchdog(config, work_dir, lock) if isinstance(backend, LocalBackend) else None
     )
@@ -114,6 +122,8 @@ def _run_locked(
     finally:
         if watchdog is not None:
             watchdog.stop(grace_s=5.0)  # the agent stopped its jobs: nothing left to guard
+        if metrics is not None:
+            metrics.close()
     if agent.gave_up is not None:
         raise agent.gave_up
 
@@ -166,8 +176,22 @@ def _backend(config: AgentConfig, pools: dict[str, int], work_dir: Path) -> Clus
     return LocalBackend(config.site, pools, work_dir)
 
 
+def _metrics_server(
+    config: AgentConfig, links: SiteLinks | None, data: SiteData
+) -> MetricsServer | None:
+    """The agent's ``/metrics`` (``--metrics``): its probes' and its data plane's, in one
+    registry; ``None`` without ``--metrics``."""
+    if config.metrics_address is None:
+        return None
+    host, _, port = config.metrics_address.rpartition(":")
+    collectors = [data.metrics] + ([ProbeCollector(links.prober)] if links is not None else [])
+    metrics = MetricsServer(collectors, host, int(port))
+    _log.info("metrics at %s", metrics.url)
+    return metrics
+
+
 def _site_links(config: AgentConfig) -> SiteLinks | None:
-    """The probes, metrics and routes the config asks for (``None``: no circuits to probe).
+    """The probes and routes the config asks for (``None``: no circuits to probe).
 
     An agent that programs routes probes 50 times a second for its fast reroute and reports
     one probe per ``probe_interval_s`` to the server, as any other agent does."""
@@ -181,20 +205,10 @@ def _site_links(config: AgentConfig) -> SiteLinks | None:
         interval_s=fast_probe_interval(interval) if config.apply_routes else interval,
         report_interval_s=interval,
     )
-    metrics = None
-    try:
-        if config.metrics_address is not None:
-            host, _, port = config.metrics_address.rpartition(":")
-            metrics = MetricsServer(prober, host, int(port))
-            _log.info("probe metrics at %s", metrics.url)
-    except PlatformError:
-        prober.close()
-        raise
     return SiteLinks(
         prober,
         service_address=config.service_address,
         routes=KernelRoutes() if config.apply_routes else None,
-        metrics=metrics,
         fabric=fabric,
     )
 

@@ -82,7 +82,7 @@ def agent(
         help="Program the kernel's routes to the other sites from the server's route table.",
     ),
     metrics: str | None = typer.Option(
-        None, "--metrics", help="Serve the probes' Prometheus /metrics on HOST:PORT."
+        None, "--metrics", help="Serve Prometheus /metrics (probes, data plane) on HOST:PORT."
     ),
     data_dir: Path | None = typer.Option(
         None,

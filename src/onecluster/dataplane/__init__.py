@@ -4,6 +4,7 @@ streams per path, resumable by construction: it only ever asks for what is missi
 """
 
 from onecluster.dataplane._fetch import ChunkSink, Fetch, PathStats, Route, fetch_manifest
+from onecluster.dataplane._metrics import DataPlaneMetrics
 from onecluster.dataplane._pacing import Pacer
 from onecluster.dataplane._protocol import ProtocolError
 from onecluster.dataplane._server import ChunkSource, DataServer, Grants, Served
@@ -13,6 +14,7 @@ __all__ = [
     "DSCP",
     "ChunkSink",
     "ChunkSource",
+    "DataPlaneMetrics",
     "DataServer",
     "Fetch",
     "Grants",

@@ -9,6 +9,10 @@ simply takes more.  A stream whose path breaks — refused, reset, or silent for
 after the destination), for as long as the fetch lasts: a circuit cut for minutes costs
 only time.  A chunk that arrives corrupt is dropped and fetched again; a chunk the source
 cannot serve (its file changed there) ends the fetch with that error.
+
+Besides its own counters (for the transfer's report), a fetch counts into the process's
+:class:`~onecluster.dataplane._metrics.DataPlaneMetrics`, labelled by the source site and
+each path's kind.
 """
 
 from __future__ import annotations
@@ -19,12 +23,14 @@ import socket
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import zstandard
 
 from onecluster.dataplane import _protocol as wire
+from onecluster.dataplane._metrics import DataPlaneMetrics, path_kind
 from onecluster.dataplane._sockets import connect
 from onecluster.dataplane._work import Work
 from onecluster.errors import IntegrityError, PlatformError, UnavailableError
@@ -77,9 +83,19 @@ class PathStats:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
 
-def _hello(route: Route, transfer: str, ticket: str, path: str) -> tuple[wire.Kind, dict[str, Any]]:
-    """The hello for ``route``'s first hop: the fetch, wrapped in a relay per extra hop."""
-    header: dict[str, Any] = {"transfer": transfer, "ticket": ticket, "path": path}
+def _hello(
+    route: Route, transfer: str, ticket: str, path: str, site: str
+) -> tuple[wire.Kind, dict[str, Any]]:
+    """The hello for ``route``'s first hop: the fetch, wrapped in a relay per extra hop.  The
+    fetch names the receiving ``site`` and whether it comes through relays (the source's
+    metrics' labels)."""
+    header: dict[str, Any] = {
+        "transfer": transfer,
+        "ticket": ticket,
+        "path": path,
+        "site": site,
+        "relayed": len(route.hops) > 1,
+    }
     kind = wire.Kind.FETCH
     for address, port in reversed(route.hops[1:]):
         header = {
@@ -94,14 +110,20 @@ def _hello(route: Route, transfer: str, ticket: str, path: str) -> tuple[wire.Ki
 
 
 def open_session(
-    route: Route, transfer: str, ticket: str, *, timeout_s: float, priority: str = "bulk"
+    route: Route,
+    transfer: str,
+    ticket: str,
+    *,
+    timeout_s: float,
+    priority: str = "bulk",
+    site: str = "",
 ) -> socket.socket:
-    """A fetch session with the source over ``route`` (:class:`OSError`,
+    """A fetch session with the source over ``route`` for ``site`` (:class:`OSError`,
     :class:`ConnectionError`; :class:`UnavailableError` when a hop refuses it)."""
     address, port = route.hops[0]
     sock = connect(address, port, timeout_s=timeout_s, priority=priority)
     try:
-        kind, header = _hello(route, transfer, ticket, route.name)
+        kind, header = _hello(route, transfer, ticket, route.name, site)
         wire.write_hello(sock, kind, header)
         ok, message = wire.read_status(sock)
         if not ok:
@@ -132,7 +154,8 @@ class Fetch:
 
     :meth:`start` it, follow :meth:`paths` and the counters, :meth:`set_routes` when the
     route table changes, :meth:`wait` for the end; :attr:`error` is the reason it stopped
-    early (a chunk the source cannot serve, a full disk), if any.
+    early (a chunk the source cannot serve, a full disk), if any.  ``site`` is this site,
+    ``peer`` the source's (labels of ``metrics``: the process's, else the fetch's own).
     """
 
     def __init__(
@@ -146,8 +169,16 @@ class Fetch:
         window_bytes: int,
         priority: str = "bulk",
         stall_s: float = 5.0,
+        site: str = "",
+        peer: str = "",
+        metrics: DataPlaneMetrics | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._transfer = transfer
+        self._site = site
+        self._peer = peer or "unknown"
+        self.metrics = metrics if metrics is not None else DataPlaneMetrics()
+        self._clock = clock
         self._ticket = ticket
         self._sink = sink
         self._work = Work(chunks)
@@ -255,7 +286,12 @@ class Fetch:
 
     def _stream(self, route: Route) -> None:
         stats = self._stats[route.name]
+        flow = (self._peer, path_kind(len(route.hops)))
+        open_streams = self.metrics.streams.labels("fetch", *flow)
+        for rare in (self.metrics.verify_failures, self.metrics.connect_retries):
+            rare.labels(*flow)  # exported at 0 from now, so that the first one is an increase
         backoff = 0.2
+        broke = False  # a session of this stream ended early: the next one is a reconnect
         while self._alive(route) and not self._work.finished:
             try:
                 sock = open_session(
@@ -264,22 +300,28 @@ class Fetch:
                     self._ticket,
                     timeout_s=max(self._stall_s, 4 * route.rtt_s),
                     priority=self._priority,
+                    site=self._site,
                 )
             except (OSError, PlatformError) as exc:
+                self.metrics.connect_retries.labels(*flow).inc()
                 self._note(stats, "down", str(exc))
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, 10.0)
                 continue
             backoff = 0.2
+            if broke:
+                self.metrics.reconnects.labels(*flow).inc()
             key = id(sock)
             with self._lock:
                 self._socks[key] = (route.name, sock)
                 stats.streams += 1
+            open_streams.inc()
             self._note(stats, "running", None)
             try:
                 sock.settimeout(max(self._stall_s, 4 * route.rtt_s))
                 self._pull(sock, route, stats)
             except (OSError, ConnectionError, PlatformError) as exc:
+                broke = True
                 if self._alive(route):
                     self._note(stats, "stalled", str(exc))
                     _log.info("path %s of transfer %s broke: %s", route.name, self._transfer, exc)
@@ -290,6 +332,7 @@ class Fetch:
                 with self._lock:
                     self._socks.pop(key, None)
                     stats.streams -= 1
+                open_streams.dec()
                 sock.close()
 
     def _note(self, stats: PathStats, state: str, error: str | None) -> None:
@@ -300,7 +343,7 @@ class Fetch:
 
     def _pull(self, sock: socket.socket, route: Route, stats: PathStats) -> None:
         """Request and receive batches until nothing is left (or the path breaks)."""
-        flight: deque[list[ChunkRef]] = deque()
+        flight: deque[tuple[list[ChunkRef], float]] = deque()  # a batch, when it was asked
         steal = max(2 * self._stall_s, 8 * route.rtt_s)
         try:
             while self._alive(route):
@@ -311,19 +354,19 @@ class Fetch:
                     if not batch:
                         break
                     sock.sendall(wire.request_chunks([c.digest for c in batch]))
-                    flight.append(batch)
+                    flight.append((batch, self._clock()))
                 if not flight:
                     if self._work.finished:
                         return
                     self._work.wait(0.2)
                     continue
-                batch = flight[0]
+                batch, asked = flight[0]
                 while batch:
-                    self._receive(sock, batch[0], stats)
+                    self._receive(sock, batch[0], stats, route, asked)
                     batch.pop(0)
                 flight.popleft()
         finally:
-            self._work.give_back(c for b in flight for c in b)
+            self._work.give_back(c for b, _ in flight for c in b)
 
     def _batch_bytes(self) -> int:
         """Up to 8 MiB, but no more than a share of what is left for every stream's
@@ -333,7 +376,9 @@ class Fetch:
         share = self._work.pending_bytes // (streams * _DEPTH)
         return max(_MIN_BATCH_BYTES, min(_BATCH_BYTES, share))
 
-    def _receive(self, sock: socket.socket, chunk: ChunkRef, stats: PathStats) -> None:
+    def _receive(
+        self, sock: socket.socket, chunk: ChunkRef, stats: PathStats, route: Route, asked: float
+    ) -> None:
         frame = wire.read_frame(sock)
         if frame.digest != chunk.digest:
             raise wire.ProtocolError("the source answered with another chunk than asked")
@@ -345,6 +390,9 @@ class Fetch:
             self.chunks_wire += 1
             stats.bytes += len(frame.payload)
             stats.chunks += 1
+        flow = (self._peer, path_kind(len(route.hops)))
+        self.metrics.received_bytes.labels(*flow).inc(len(frame.payload))
+        self.metrics.chunks_fetched.labels(*flow).inc()
         try:
             data = frame.payload
             if frame.codec is wire.Codec.ZSTD:
@@ -353,6 +401,7 @@ class Fetch:
                 )
             new = self._sink.write(chunk.digest, data)
         except (IntegrityError, zstandard.ZstdError) as exc:
+            self.metrics.verify_failures.labels(*flow).inc()
             with self._lock:
                 stats.corrupt += 1
                 corrupt = stats.corrupt
@@ -366,6 +415,8 @@ class Fetch:
         except PlatformError as exc:  # the disk: nothing more can be written
             self._fail(exc)
             raise ConnectionError("the fetch stopped") from exc
+        self.metrics.chunks_verified.labels(*flow).inc()
+        self.metrics.fetch_duration.labels(*flow).observe(self._clock() - asked)
         if new:
             with self._lock:
                 self.bytes_new += len(data)

@@ -5,6 +5,9 @@ One listening socket (all addresses of the site: every circuit's and the service
 and a thread per connection.  A connection is served only when its hello presents the
 ticket of a transfer the server ordered this agent to serve or relay (:class:`Grants`); a
 relay connects onwards only to the hop the hello names, and only for such a transfer.
+
+What it serves and relays is counted into ``metrics`` (:class:`DataPlaneMetrics`), labelled
+by the receiving site and the path's kind as the fetch's hello names them.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Any, Protocol
 import zstandard
 
 from onecluster.dataplane import _protocol as wire
+from onecluster.dataplane._metrics import DataPlaneMetrics, site_label
 from onecluster.dataplane._pacing import Pacer
 from onecluster.dataplane._sockets import connect, tune
 from onecluster.errors import PlatformError
@@ -58,10 +62,19 @@ class Grants(Protocol):
 
 
 class DataServer:
-    """Listens on ``host:port`` (port 0: any free one, see :attr:`port`) until :meth:`close`."""
+    """Listens on ``host:port`` (port 0: any free one, see :attr:`port`) until :meth:`close`;
+    counts into ``metrics`` (the process's, else its own)."""
 
-    def __init__(self, grants: Grants, *, host: str = "0.0.0.0", port: int = 0) -> None:  # noqa: S104 - every circuit's address
+    def __init__(
+        self,
+        grants: Grants,
+        *,
+        host: str = "0.0.0.0",  # noqa: S104 - every circuit's address
+        port: int = 0,
+        metrics: DataPlaneMetrics | None = None,
+    ) -> None:
         self._grants = grants
+        self.metrics = metrics if metrics is not None else DataPlaneMetrics()
         self._listener = socket.create_server((host, port), reuse_port=False, backlog=128)
         self._listener.settimeout(0.5)
         self.port: int = self._listener.getsockname()[1]
@@ -117,7 +130,16 @@ class DataServer:
             else:
                 assert served.source is not None
                 wire.write_status(conn, True)
-                _Session(conn, served, str(header.get("path", ""))).run()
+                flow = (
+                    site_label(header.get("site")),
+                    "relay" if header.get("relayed") else "direct",
+                )
+                streams = self.metrics.streams.labels("serve", *flow)
+                streams.inc()
+                try:
+                    _Session(conn, served, str(header.get("path", "")), self.metrics, flow).run()
+                finally:
+                    streams.dec()
         except (OSError, ConnectionError, PlatformError) as exc:
             _log.debug("data connection from %s ended: %s", peer, exc)
         finally:
@@ -156,12 +178,14 @@ class DataServer:
     def _pipe(self, src: socket.socket, dst: socket.socket) -> None:
         buf = bytearray(_SPLICE)
         view = memoryview(buf)
+        relayed = self.metrics.relayed_bytes
         try:
             while True:
                 n = src.recv_into(view)
                 if n == 0:
                     break
                 dst.sendall(view[:n])
+                relayed.inc(n)
         except OSError:
             pass
         for sock in (src, dst):
@@ -172,9 +196,18 @@ class DataServer:
 class _Session:
     """One fetch connection: answers manifest and chunk requests until the client leaves."""
 
-    def __init__(self, conn: socket.socket, served: Served, path: str) -> None:
+    def __init__(
+        self,
+        conn: socket.socket,
+        served: Served,
+        path: str,
+        metrics: DataPlaneMetrics,
+        flow: tuple[str, str],
+    ) -> None:
         self._conn = conn
         self._served = served
+        self._sent_bytes = metrics.sent_bytes.labels(*flow)
+        self._sent_chunks = metrics.chunks_served.labels(*flow)
         self._pacer = served.pacer(path)
         self._zstd = zstandard.ZstdCompressor(level=1)
         self._futile = 0  # compression attempts in a row that did not pay
@@ -214,6 +247,8 @@ class _Session:
         self._pacer.take(len(payload))
         self._conn.sendall(wire.frame_head(chunk, codec, len(data), len(payload)))
         self._conn.sendall(payload)
+        self._sent_bytes.inc(len(payload))
+        self._sent_chunks.inc()
 
     def _pack(self, data: bytes) -> tuple[wire.Codec, bytes]:
         """zstd where that pays (≥ 10 % smaller); after eight futile tries in a row, the

@@ -1,5 +1,6 @@
 """Prometheus exposition of the probes: a collector that reads :meth:`Prober.snapshot` at
-scrape time (no second set of books), and the ``/metrics`` HTTP endpoint.
+scrape time (no second set of books), and the ``/metrics`` HTTP endpoint of a process's
+collectors (an agent's: its probes' and its data plane's).
 
 Names follow Prometheus conventions — base units (seconds, ratios), ``_total`` counters,
 labels ``circuit`` and ``peer`` (the far site)::
@@ -17,7 +18,7 @@ labels ``circuit`` and ``peer`` (the far site)::
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, start_http_server
@@ -108,16 +109,21 @@ class ProbeCollector(Collector):
 
 
 class MetricsServer:
-    """``GET /metrics`` on ``host:port`` (port 0: any free port) in a daemon thread."""
+    """``GET /metrics`` of ``collectors`` on ``host:port`` (port 0: any free port) in a daemon
+    thread; a :class:`BackendError` when it cannot listen there, whose hint names the
+    command's ``option`` that chose the address."""
 
-    def __init__(self, prober: Prober, host: str, port: int) -> None:
+    def __init__(
+        self, collectors: Iterable[Collector], host: str, port: int, *, option: str = "--metrics"
+    ) -> None:
         self.registry = CollectorRegistry()
-        self.registry.register(ProbeCollector(prober))
+        for collector in collectors:
+            self.registry.register(collector)
         try:
             server, thread = start_http_server(port, addr=host, registry=self.registry)
         except OSError as exc:
             msg = f"cannot serve /metrics on {host}:{port}: {exc}"
-            raise BackendError(msg, hint="choose another --metrics address") from exc
+            raise BackendError(msg, hint=f"choose another {option} address") from exc
         self._server: WSGIServer = server
         self._thread: threading.Thread = thread
 

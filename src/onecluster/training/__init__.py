@@ -10,6 +10,19 @@ live peer.  ``python -m onecluster.training launch -- CMD`` starts a site's work
 
 from onecluster.training._config import Mode, SyncConfig
 from onecluster.training._crosssite import CrossSite, Round, TrainStats
+from onecluster.training._prometheus import PROMETHEUS_ENV, TrainingCollector, serve_metrics
+from onecluster.training._timings import RunTimings
 from onecluster.training._topology import Topology
 
-__all__ = ["CrossSite", "Mode", "Round", "SyncConfig", "Topology", "TrainStats"]
+__all__ = [
+    "PROMETHEUS_ENV",
+    "CrossSite",
+    "Mode",
+    "Round",
+    "RunTimings",
+    "SyncConfig",
+    "Topology",
+    "TrainStats",
+    "TrainingCollector",
+    "serve_metrics",
+]

@@ -21,8 +21,8 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -33,6 +33,7 @@ from onecluster.training._config import SyncConfig
 from onecluster.training._exchange import Averaged, Exchange, Heal, is_reply
 from onecluster.training._mesh import Lineage, Mesh, Message, rendezvous_error
 from onecluster.training._site import SiteGroup, shard_bounds
+from onecluster.training._timings import RunTimings
 from onecluster.training._topology import Topology
 
 __all__ = ["CrossSite", "Round", "TrainStats"]
@@ -53,7 +54,8 @@ class Round:
 @dataclass(frozen=True)
 class TrainStats:
     """Counters of one worker.  ``wan_*``: every byte to and from other sites;
-    ``sync_*``: update and result payloads; ``heal_*``: state payloads."""
+    ``sync_*``: update and result payloads; ``heal_*``: state payloads; ``sites_lost`` and
+    ``sites_rejoined``: how often each peer site was lost, and came back after that."""
 
     inner_steps: int
     rounds: int
@@ -65,6 +67,8 @@ class TrainStats:
     sync_received: int
     heal_sent: int
     heal_received: int
+    sites_lost: Mapping[str, int] = field(default_factory=dict)
+    sites_rejoined: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -87,6 +91,7 @@ class CrossSite:
 
     Call :meth:`start` once (rendezvous, initial weights), then :meth:`step` in place of
     ``optimizer.step()`` after each backward pass, and :meth:`close` at the end.
+    :attr:`timings` holds the durations of its steps and rounds (histograms).
     """
 
     def __init__(
@@ -120,6 +125,8 @@ class CrossSite:
         self._rounds = 0
         self._heals = 0
         self._wait_s = 0.0
+        self.timings = RunTimings()
+        self._step_began: float | None = None  # when the step under way began
 
     # -- the public surface -----------------------------------------------------------------
 
@@ -153,13 +160,24 @@ class CrossSite:
         if source < 0:  # the lowest site at a fresh start: its weights are the run's
             self.mesh.set_lineage(Lineage())  # a member: said before any state is served
             self._serve_start()
+            self._step_began = self._clock()
             return None
-        return self._heal(source, why)
+        healed = self._heal(source, why)
+        self._step_began = self._clock()
+        return healed
 
     def step(self, tokens: float) -> Round | None:
         """One inner step of this worker (``tokens``: what its batch held): in ``ddp`` mode the
         gradients are averaged across sites first; in ``diloco`` mode a round follows every
         ``sync_every / fragments`` steps.  The round's :class:`Round`, if one happened."""
+        done = self._step(tokens)
+        now = self._clock()
+        if self._step_began is not None:
+            self.timings.step.observe(now - self._step_began)
+        self._step_began = now
+        return done
+
+    def _step(self, tokens: float) -> Round | None:
         if self.config.mode == "ddp":
             grads = torch.cat(
                 [
@@ -215,6 +233,8 @@ class CrossSite:
             mesh.sync_received,
             mesh.heal_sent,
             mesh.heal_received,
+            mesh.lost,
+            mesh.rejoined,
         )
 
     def close(self) -> None:
@@ -236,10 +256,13 @@ class CrossSite:
         site_tokens = tokens * self.topology.local_world
 
         def run() -> None:
+            began = self._clock()
             try:
                 flight.result = self.exchange.average(flight.number, shard, site_tokens)
             except BaseException as exc:  # noqa: BLE001 - raised again when it lands
                 flight.error = exc
+            if isinstance(flight.result, Averaged):
+                self.timings.outer_sync.observe(self._clock() - began)
 
         self._flight = flight
         if self.config.overlap_steps == 0:

@@ -8,6 +8,8 @@ A worker that exits 0 is done; when all are, the launcher exits 0.  A worker tha
 the launcher with that status.  Otherwise the site's workers are stopped and started again,
 up to ``max_restarts`` times in ``window_s`` seconds, after a pause that doubles from
 ``backoff_s``.  SIGTERM and SIGINT are passed on to the workers (the agent's grace period).
+With ``--prometheus HOST:PORT`` worker *i* serves its ``/metrics`` on ``HOST:PORT+i`` (see
+:mod:`._prometheus`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from types import FrameType
 
 from onecluster.errors import ValidationError
 from onecluster.logs import LogFormat, setup_logging
+from onecluster.training._prometheus import PROMETHEUS_ENV, prometheus_address
 from onecluster.training._topology import Topology
 
 __all__ = ["EXIT_PERMANENT", "LaunchConfig", "launch"]
@@ -35,13 +38,15 @@ EXIT_PERMANENT = 3
 
 @dataclass(frozen=True)
 class LaunchConfig:
-    """``workers`` per site (``None``: ``$ONECLUSTER_GPUS``, at least 1); restart policy."""
+    """``workers`` per site (``None``: ``$ONECLUSTER_GPUS``, at least 1); restart policy;
+    ``prometheus``: the first worker's ``/metrics`` address (the others' ports follow)."""
 
     workers: int | None = None
     max_restarts: int = 10
     window_s: float = 3600.0
     backoff_s: float = 1.0
     stop_grace_s: float = 10.0
+    prometheus: tuple[str, int] | None = None
 
 
 def launch(command: Sequence[str], config: LaunchConfig, env: Mapping[str, str]) -> int:
@@ -68,7 +73,10 @@ def launch(command: Sequence[str], config: LaunchConfig, env: Mapping[str, str])
     restarts: list[float] = []
     pause = config.backoff_s
     while True:
-        procs = [_start(command, env, topo, rank, workers) for rank in range(workers)]
+        procs = [
+            _start(command, env, topo, rank, workers, prometheus=config.prometheus)
+            for rank in range(workers)
+        ]
         _log.info(
             "site %s: started %d workers (%s)",
             topo.site,
@@ -100,7 +108,13 @@ def launch(command: Sequence[str], config: LaunchConfig, env: Mapping[str, str])
 
 
 def _start(
-    command: Sequence[str], env: Mapping[str, str], topo: Topology, rank: int, workers: int
+    command: Sequence[str],
+    env: Mapping[str, str],
+    topo: Topology,
+    rank: int,
+    workers: int,
+    *,
+    prometheus: tuple[str, int] | None,
 ) -> subprocess.Popen[bytes]:
     child = {
         **env,
@@ -111,6 +125,9 @@ def _start(
         "MASTER_ADDR": "127.0.0.1",
         "MASTER_PORT": str(topo.site_port()),
     }
+    if prometheus is not None:
+        host, port = prometheus
+        child[PROMETHEUS_ENV] = f"{host}:{port + rank if port else 0}"
     return subprocess.Popen(list(command), env=child)
 
 
@@ -163,16 +180,31 @@ def setup_job_logging(role: str, environ: Mapping[str, str]) -> None:
 
 
 def main(argv: Sequence[str]) -> int:
-    """``python -m onecluster.training launch [--workers N] [--max-restarts N] -- CMD …``"""
+    """``python -m onecluster.training launch [--workers N] [--max-restarts N]
+    [--prometheus HOST:PORT] -- CMD …``"""
     parser = argparse.ArgumentParser(prog="python -m onecluster.training launch")
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--max-restarts", type=int, default=10)
     parser.add_argument("--backoff", type=float, default=1.0)
+    parser.add_argument(
+        "--prometheus",
+        default=None,
+        metavar="HOST:PORT",
+        help="worker i serves its Prometheus /metrics on HOST:PORT+i (port 0: any free one)",
+    )
     args, rest = parser.parse_known_args(list(argv))
     if rest and rest[0] == "--":
         rest = rest[1:]
     setup_job_logging("training-launcher", os.environ)
+    try:
+        prometheus = None if args.prometheus is None else prometheus_address(args.prometheus)
+    except ValidationError as exc:
+        sys.stderr.write(f"error: {exc.message}\nhint: {exc.hint}\n")
+        return EXIT_PERMANENT
     config = LaunchConfig(
-        workers=args.workers, max_restarts=args.max_restarts, backoff_s=args.backoff
+        workers=args.workers,
+        max_restarts=args.max_restarts,
+        backoff_s=args.backoff,
+        prometheus=prometheus,
     )
     return launch(rest, config, os.environ)

@@ -25,7 +25,8 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -93,7 +94,8 @@ class Lineage:
 class MeshStats:
     """Bytes this worker moved to and from other sites: ``sent``/``received`` count every
     frame (heartbeats too), ``sync_*`` only the payloads of updates and results, ``heal_*``
-    only those of states sent to or taken from healing sites."""
+    only those of states sent to or taken from healing sites.  ``lost``: how often each peer
+    site was lost (by name); ``rejoined``: how often one came back after that."""
 
     sent: int
     received: int
@@ -101,6 +103,8 @@ class MeshStats:
     sync_received: int
     heal_sent: int
     heal_received: int
+    lost: Mapping[str, int] = field(default_factory=dict)
+    rejoined: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -142,6 +146,8 @@ class Mesh:
         self._heard: dict[int, float] = {}  # site rank → when its last heartbeat came
         self._sent = self._received = self._sync_sent = self._sync_received = 0
         self._heal_sent = self._heal_received = 0
+        self._lost: Counter[int] = Counter()  # site rank → times lost
+        self._rejoined: Counter[int] = Counter()  # site rank → times back after a loss
 
     # -- life -------------------------------------------------------------------------------
 
@@ -315,6 +321,8 @@ class Mesh:
                 self._sync_received,
                 self._heal_sent,
                 self._heal_received,
+                {self._name(r): n for r, n in self._lost.items()},
+                {self._name(r): n for r, n in self._rejoined.items()},
             )
 
     # -- connections ------------------------------------------------------------------------
@@ -423,6 +431,8 @@ class Mesh:
             old = self._conns.get(conn.rank)
             self._conns[conn.rank] = conn
             self._received += size
+            if self._lost[conn.rank] > self._rejoined[conn.rank]:
+                self._rejoined[conn.rank] += 1
             # What this worker holds *now* (a heal may have finished since its hello), and
             # nothing while it is healing anyway.
             mine, peer = self._lineage, conn.peer
@@ -531,6 +541,8 @@ class Mesh:
             conn.open = False
             if self._conns.get(conn.rank) is conn:
                 del self._conns[conn.rank]
+                if why is not None and not self._closed.is_set():
+                    self._lost[conn.rank] += 1
             self._cv.notify_all()
         if was_open:
             with contextlib.suppress(OSError):

@@ -1,6 +1,7 @@
 """Train the example char-GPT as one worker of a gang (the launcher starts one per GPU of
 the site; ``onecluster train`` starts the launcher at every site).  Progress goes to stdout,
-one JSON object a line, and to ``--metrics`` when given."""
+one JSON object a line, and to ``--metrics`` when given; its Prometheus ``/metrics`` is
+served where ``$ONECLUSTER_TRAINING_PROMETHEUS`` says (the launcher's ``--prometheus``)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import torch
 import torch.distributed as dist
 
 from onecluster.errors import PlatformError, UnavailableError, ValidationError
-from onecluster.training import CrossSite, SyncConfig, Topology
+from onecluster.training import CrossSite, SyncConfig, Topology, serve_metrics
 from onecluster.training._launcher import EXIT_PERMANENT, setup_job_logging
 from onecluster.training.chargpt._data import load_corpus
 from onecluster.training.chargpt._model import CharGPT, GPTConfig
@@ -115,6 +116,7 @@ def train(args: argparse.Namespace) -> int:
         heartbeat_s=min(0.5, args.peer_timeout / 4),
     )
     cross = CrossSite(model, inner, config, topo)
+    endpoint = serve_metrics(cross, os.environ)
     params = sum(p.numel() for p in model.parameters())
     out(
         "start",
@@ -125,6 +127,7 @@ def train(args: argparse.Namespace) -> int:
         sync_every=config.sync_every,
         bits=config.bits,
         pid=os.getpid(),
+        prometheus=endpoint.url if endpoint is not None else None,
     )
     try:
         start = cross.start()
@@ -197,6 +200,8 @@ def train(args: argparse.Namespace) -> int:
         heal_received=s.heal_received,
     )
     cross.close()
+    if endpoint is not None:
+        endpoint.close()
     return 0
 
 
