@@ -16,7 +16,14 @@ from array import array
 from pathlib import Path
 
 from onecluster.errors import StorageError
-from onecluster.register._files import CHECKPOINTS, ENTRIES, PENDING, pending_record, write_all
+from onecluster.register._files import (
+    CHECKPOINTS,
+    ENTRIES,
+    PENDING,
+    pending_record,
+    read_lines,
+    write_all,
+)
 from onecluster.register._recover import Recovered, lock_directory, recover
 from onecluster.register._storage import Build, Tail
 
@@ -70,8 +77,11 @@ class FileLog:
         return False
 
     def load(self) -> Tail:
-        """Not needed: a directory is read once, when opened (:meth:`open`)."""
-        raise NotImplementedError
+        """Every entry and checkpoint line, as the files hold them (repaired at open)."""
+        return (
+            read_lines(self._directory / ENTRIES).lines,
+            read_lines(self._directory / CHECKPOINTS).lines,
+        )
 
     def tail(self, entries: int, checkpoints: int) -> Tail:
         """Nothing: nobody else writes a locked directory."""

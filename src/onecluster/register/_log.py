@@ -353,6 +353,11 @@ class Register:
     # -- reading -------------------------------------------------------------------------
 
     @property
+    def where(self) -> str:
+        """Where it is kept, as messages name it (``the register in DIR``)."""
+        return self._where
+
+    @property
     def size(self) -> int:
         """How many entries are durable and covered by a signed checkpoint."""
         return self._size
@@ -372,8 +377,11 @@ class Register:
         if not 0 <= seq < self._size:
             msg = f"the register has no entry {seq} (it holds {self._size})"
             raise NotFoundError(msg)
-        [data] = self._storage.read(seq, seq + 1)
-        return data
+        found = self._storage.read(seq, seq + 1)
+        if len(found) != 1:  # the storage changed under us since it was checked
+            msg = f"entry {seq} is gone from {self._where}"
+            raise IntegrityError(msg, hint="verify the register")
+        return found[0]
 
     def entries(self, first: int = 0, last: int | None = None) -> list[dict[str, Any]]:
         """The parsed entries ``[first, last)`` by seq (``last`` defaults to :attr:`size`);
@@ -384,7 +392,11 @@ class Register:
             msg = f"no entries [{first}, {last}) in a register of {size}"
             raise ValidationError(msg)
         out: list[dict[str, Any]] = []
-        for line in self._storage.read(first, last):
+        lines = self._storage.read(first, last)
+        if len(lines) != last - first:
+            msg = f"entries [{first}, {last}) are not all in {self._where} any more"
+            raise IntegrityError(msg, hint="verify the register")
+        for line in lines:
             entry = parse_entry(line)
             if entry is None:  # the storage changed under us since it was checked
                 msg = f"entry {first + len(out)} in {self._where} no longer parses"
