@@ -4,7 +4,6 @@ register holds both, in one chain that verifies with the one key."""
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -12,7 +11,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from sqlalchemy import text
 from test_server_exports import _approval_body, _register_dataset, patients, planes
 
 from onecluster.agent._data import SiteData
@@ -20,8 +18,6 @@ from onecluster.clock import ManualClock
 from onecluster.register import read_public_key, verify
 from onecluster.schema import ExportIn
 from onecluster.server import copy_register
-from onecluster.store import make_engine
-from onecluster.store._tables import Base
 
 if TYPE_CHECKING:
     from conftest import RunningServer
@@ -33,16 +29,9 @@ __all__ = ["planes"]  # the fixture, used here
 
 @pytest.fixture
 def replicas(tmp_path: Path, clock: ManualClock) -> Iterator[tuple[RunningServer, RunningServer]]:
-    from conftest import RunningServer
+    from conftest import RunningServer, emptied_postgres
 
-    url = os.environ.get("ONECLUSTER_TEST_PG_URL")
-    if not url:
-        pytest.skip("ONECLUSTER_TEST_PG_URL is not set; start one with scripts/postgres.sh")
-    engine = make_engine(url)
-    with engine.begin() as conn:
-        Base.metadata.drop_all(conn)
-        conn.execute(text("DROP TABLE IF EXISTS alembic_version"))
-    engine.dispose()
+    url = emptied_postgres()
     a = RunningServer(tmp_path / "a", clock, db_url=url)
     a.start()  # the first replica makes the register's key in its state folder
     b = RunningServer(tmp_path / "b", clock, db_url=url)

@@ -18,7 +18,7 @@ from onecluster.errors import ConflictError, IntegrityError, StorageError
 from onecluster.register import Register, SignedHead, public_bytes, verify, write_directory
 from onecluster.register._files import checkpoint_line, parse_checkpoint
 from onecluster.store import Store, fenced
-from onecluster.store._register_rows import RegisterCheckpointRow, RegisterEntryRow
+from onecluster.store._register_rows import RegisterCheckpointRow, RegisterEntryRow, Tail
 
 NOVEMBER = 1_795_000_000.0
 
@@ -37,6 +37,13 @@ def _open(store: Store, key: Ed25519PrivateKey, clock: ManualClock | None = None
     return Register.open_on(
         store.register_log(), key, clock=clock or ManualClock(NOVEMBER), group_wait_s=0
     )
+
+
+def _with_one_entry(store: Store, key: Ed25519PrivateKey) -> tuple[Register, Tail]:
+    """A register holding one entry, and its rows then."""
+    register = _open(store, key)
+    register.append(intent(0))
+    return register, store.register_log().load()
 
 
 def _copy(store: Store, key: Ed25519PrivateKey, out: Path) -> Path:
@@ -107,9 +114,7 @@ def test_replicas_appending_at_once_never_write_one_index_twice(
 def test_the_database_refuses_a_batch_numbered_from_an_index_already_written(
     store: Store, key: Ed25519PrivateKey
 ) -> None:
-    register = _open(store, key)
-    register.append(intent(0))
-    before = store.register_log().load()
+    register, before = _with_one_entry(store, key)
 
     def stale(more: list[bytes], lines: list[bytes]) -> tuple[int, list[bytes], list[bytes], bytes]:
         return 0, [b'{"seq":0}'], [b"\0" * 32], lines[-1] if lines else b"{}"
@@ -125,9 +130,7 @@ def test_the_database_refuses_a_batch_numbered_from_an_index_already_written(
 def test_a_deposed_leaders_append_is_refused_and_nothing_is_written(
     store: Store, key: Ed25519PrivateKey
 ) -> None:
-    register = _open(store, key)
-    register.append(intent(0))
-    before = store.register_log().load()
+    register, before = _with_one_entry(store, key)
     with fenced(99, "a-deposed-leader"), pytest.raises(StorageError):
         register.append(intent(1))
     assert store.register_log().load() == before
