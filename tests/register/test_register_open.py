@@ -46,10 +46,10 @@ def test_it_verifies_while_batches_are_being_written(tmp_path: Path) -> None:
         assert verify_open(register).entries_checked == 200
 
 
-def test_an_edited_entry_is_named(register: Register) -> None:
+def test_an_edited_entry_is_named(register: Register, tmp_path: Path) -> None:
     for n in range(3):
         register.append(intent(n))
-    path = register.directory / ENTRIES
+    path = tmp_path / "register" / ENTRIES
     path.write_bytes(path.read_bytes().replace(b"exp-1", b"exp-9"))
     with pytest.raises(IntegrityError, match="entry 1"):
         verify_open(register)
@@ -58,15 +58,15 @@ def test_an_edited_entry_is_named(register: Register) -> None:
 def test_a_replaced_public_key_is_named(register: Register, tmp_path: Path) -> None:
     (tmp_path / "other").mkdir()
     create_key_pair(tmp_path / "other")
-    (register.directory / PUBLIC_KEY).write_bytes((tmp_path / "other" / PUBLIC_KEY).read_bytes())
+    (tmp_path / "register" / PUBLIC_KEY).write_bytes((tmp_path / "other" / PUBLIC_KEY).read_bytes())
     with pytest.raises(IntegrityError, match=r"public\.key"):
         verify_open(register)
 
 
-def test_a_checkpoints_file_cut_short_is_named(register: Register) -> None:
+def test_a_checkpoints_file_cut_short_is_named(register: Register, tmp_path: Path) -> None:
     register.append(intent(0))
     register.append(intent(1))
-    path = register.directory / CHECKPOINTS
+    path = tmp_path / "register" / CHECKPOINTS
     lines = path.read_bytes().splitlines(keepends=True)
     path.write_bytes(b"".join(lines[:-1]))
     with pytest.raises(IntegrityError, match="latest signed tree head"):

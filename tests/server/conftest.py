@@ -136,9 +136,9 @@ def clock() -> ManualClock:
     return ManualClock(T0)
 
 
-@pytest.fixture
-def pg_server(tmp_path: Path, clock: ManualClock) -> Iterator[RunningServer]:
-    """A server on the project's PostgreSQL (``ONECLUSTER_TEST_PG_URL``), emptied first."""
+def emptied_postgres() -> str:
+    """The URL of the project's PostgreSQL (``ONECLUSTER_TEST_PG_URL``), every table
+    dropped; skips the test when it is not set."""
     url = os.environ.get("ONECLUSTER_TEST_PG_URL")
     if not url:
         pytest.skip("ONECLUSTER_TEST_PG_URL is not set; start one with scripts/postgres.sh")
@@ -147,6 +147,13 @@ def pg_server(tmp_path: Path, clock: ManualClock) -> Iterator[RunningServer]:
         Base.metadata.drop_all(conn)
         conn.execute(text("DROP TABLE IF EXISTS alembic_version"))
     engine.dispose()
+    return url
+
+
+@pytest.fixture
+def pg_server(tmp_path: Path, clock: ManualClock) -> Iterator[RunningServer]:
+    """A server on the project's PostgreSQL (``ONECLUSTER_TEST_PG_URL``), emptied first."""
+    url = emptied_postgres()
     s = RunningServer(tmp_path / "state", clock, db_url=url)
     s.start()
     yield s

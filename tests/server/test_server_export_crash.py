@@ -25,6 +25,8 @@ from onecluster.agent._data import SiteData
 from onecluster.client import Client
 from onecluster.register import verify
 from onecluster.schema import AgentSync, ApprovalIn, DatasetAdd, ExportIn, TokenCreate
+from onecluster.server import copy_register
+from onecluster.store import Store, make_engine
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
@@ -40,6 +42,16 @@ def _free_port() -> int:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
         return port
+
+
+def _copy(server: Server, out: Path) -> Path:
+    """The register in the server's database, copied out as a folder for ``verify``."""
+    store = Store(make_engine(f"sqlite:///{server.state / 'onecluster.db'}"))
+    try:
+        copy_register(store, out)
+    finally:
+        store.close()
+    return out
 
 
 def _entries(register: Path) -> list[dict[str, object]]:
@@ -171,7 +183,7 @@ def test_a_server_killed_mid_export_leaves_a_register_that_verifies_with_its_ent
         admin.close()
 
         server.kill()
-        register = server.state / "register"
+        register = _copy(server, tmp_path / "copy-1")
         report = verify(register)
         entries = [
             json.loads(line) for line in (register / "entries.jsonl").read_text().splitlines()
@@ -189,6 +201,7 @@ def test_a_server_killed_mid_export_leaves_a_register_that_verifies_with_its_ent
         assert done.state == "done", done.error
         member.close()
         server.stop()
+        register = _copy(server, tmp_path / "copy-2")
         verify(register)
         entries = [
             json.loads(line) for line in (register / "entries.jsonl").read_text().splitlines()

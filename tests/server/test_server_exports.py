@@ -4,8 +4,8 @@
 Shanghai controls exports; Singapore and Tokyo do not.  A push out of Shanghai is refused
 and recorded; an export under an approval is de-identified at Shanghai, written to the
 register, sent, and arrives de-identified with the hash its entry records; the entry's
-inclusion proof verifies against the signed head; the stored register's tampering is
-named by ``export verify``.
+inclusion proof verifies against the signed head; a register row tampered with in the
+database is named by ``export verify`` of a copy, and refuses every export.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from sqlalchemy import text as sql
 
 from onecluster.agent._data import SiteData
 from onecluster.client import Client
@@ -26,6 +27,8 @@ from onecluster.errors import ConflictError, ForbiddenError, IntegrityError, Una
 from onecluster.export import find, merkle
 from onecluster.register import verify
 from onecluster.schema import ApprovalIn, DatasetAdd, ExportIn, JobSubmit, PushIn, RevokeIn
+from onecluster.server import copy_register
+from onecluster.store import Store
 
 if TYPE_CHECKING:
     from conftest import RunningServer
@@ -274,7 +277,7 @@ def test_refusals_of_a_revoked_expired_or_used_up_approval_are_recorded(
     assert not any(r.site == "singapore" for r in arrived)
 
 
-def test_a_byte_edited_in_the_stored_register_is_named_by_verify(
+def test_a_byte_edited_in_the_database_register_is_named_by_verify_and_at_start(
     server: RunningServer, planes: dict[str, SiteData], tmp_path: Path
 ) -> None:
     _register_dataset(server, planes, patients(tmp_path / "patients"))
@@ -282,17 +285,25 @@ def test_a_byte_edited_in_the_stored_register_is_named_by_verify(
     for _ in range(3):
         with pytest.raises(ForbiddenError):
             member.push(PushIn.model_validate({"dataset": "patients", "to": "singapore"}))
-    directory = server.config.state_dir / "register"
     server.stop()
-    assert verify(directory).size == 3
-    entries = directory / "entries.jsonl"
-    lines = entries.read_bytes().split(b"\n")
-    line = bytearray(lines[1])
-    line[line.index(b"singapore")] = ord("S")
-    lines[1] = bytes(line)
-    entries.write_bytes(b"\n".join(lines))
+    store = Store.open(server.config.database_url)
+    assert copy_register(store, tmp_path / "copy") == 3
+    assert verify(tmp_path / "copy").size == 3
+    with store.engine.begin() as conn:
+        data = conn.execute(sql("SELECT data FROM register_entries WHERE seq = 1")).scalar_one()
+        edited = bytearray(data)
+        edited[edited.index(b"singapore")] = ord("S")
+        conn.execute(
+            sql("UPDATE register_entries SET data = :d WHERE seq = 1"), {"d": bytes(edited)}
+        )
+    copy_register(store, tmp_path / "edited")
+    store.close()
     with pytest.raises(IntegrityError, match=r"entry 1\b"):
-        verify(directory)
+        verify(tmp_path / "edited")
+    server.start()  # and the server refuses every export, naming the entry
+    member, *_ = _people(server)
+    with pytest.raises(ForbiddenError, match=r"cannot be used: entry 1\b"):
+        member.push(PushIn.model_validate({"dataset": "patients", "to": "singapore"}))
 
 
 def test_a_malformed_row_refuses_the_export_naming_it_and_nothing_is_sent(
@@ -366,8 +377,12 @@ def test_a_register_replaced_by_an_empty_one_refuses_every_export(
     export = member.start_export(ExportIn(dataset="patients", to="singapore", approval=approval.id))
     _until(server, planes, lambda: member.export(export.id).state == "done")
     server.stop()
-    register = server.config.state_dir / "register"
-    register.rename(tmp_path / "moved-register")
+    store = Store.open(server.config.database_url)
+    with store.engine.begin() as conn:  # the register's rows emptied, the exports' kept
+        conn.execute(sql("DELETE FROM register_entries"))
+        conn.execute(sql("DELETE FROM register_checkpoints"))
+        conn.execute(sql("UPDATE register_head SET size = 0, checkpoints = 0"))
+    store.close()
     server.start()
     member, bob, _, auditor = _people(server)
     with pytest.raises(UnavailableError, match="replaced or rolled back"):

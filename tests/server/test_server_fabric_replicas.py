@@ -4,7 +4,6 @@ a replica that had not refreshed yet."""
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -14,14 +13,11 @@ from typing import TYPE_CHECKING
 
 import pytest
 from fabric_changes import onboarded, with_fabric_routes
-from sqlalchemy import text
 
 from onecluster.clock import ManualClock
 from onecluster.fabric import dump_fabric
 from onecluster.model import GpuPool, Site
 from onecluster.schema import AgentSync, DrainIn, FabricApply, JobSubmit, TokenCreate
-from onecluster.store import make_engine
-from onecluster.store._tables import Base
 
 if TYPE_CHECKING:
     from conftest import RunningServer
@@ -33,16 +29,9 @@ pytestmark = pytest.mark.postgres
 def replicas(
     tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[tuple[RunningServer, RunningServer]]:
-    from conftest import RunningServer
+    from tests.server.conftest import RunningServer, emptied_postgres
 
-    url = os.environ.get("ONECLUSTER_TEST_PG_URL")
-    if not url:
-        pytest.skip("ONECLUSTER_TEST_PG_URL is not set; start one with scripts/postgres.sh")
-    engine = make_engine(url)
-    with engine.begin() as conn:
-        Base.metadata.drop_all(conn)
-        conn.execute(text("DROP TABLE IF EXISTS alembic_version"))
-    engine.dispose()
+    url = emptied_postgres()
     monkeypatch.setattr(sys.modules[RunningServer.__module__], "create_app", with_fabric_routes)
     a = RunningServer(tmp_path / "a", clock, db_url=url)
     b = RunningServer(tmp_path / "b", clock, db_url=url)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy import text
 from test_server_cluster import start_one  # a job of vision running at singapore
 
 from onecluster.errors import UnavailableError
@@ -106,10 +107,11 @@ def test_the_register_is_verified_at_most_once_a_minute_and_a_tampering_shows(
     assert value(s, "onecluster_register_verified") == 1
     verified_at = value(s, "onecluster_register_last_success_timestamp_seconds")
     assert verified_at == server.clock.now()
-    register = server.control.exports.register
-    assert register is not None
-    with (register.directory / "checkpoints.jsonl").open("ab") as f:
-        f.write(b'{"not": "a checkpoint"}\n')
+    with server.control.store.engine.begin() as conn:  # a row added by hand
+        conn.execute(
+            text("INSERT INTO register_checkpoints (position, line) VALUES (:p, :l)"),
+            {"p": 1_000, "l": b'{"not": "a checkpoint"}'},
+        )
     assert value(scrape(server), "onecluster_register_verified") == 1  # not due again yet
     server.clock.advance(61)
     s = scrape(server)

@@ -26,7 +26,7 @@ def test_migrate_twice_is_a_no_op_and_records_the_version(tmp_path: Path) -> Non
     migrate(engine)
     with engine.connect() as conn:
         version = conn.execute(text("SELECT version_num FROM alembic_version")).scalar_one()
-    assert version == "0010"
+    assert version == "0011"
     assert {
         "jobs",
         "attempts",
@@ -46,6 +46,9 @@ def test_migrate_twice_is_a_no_op_and_records_the_version(tmp_path: Path) -> Non
         "drains",
         "fabric_epoch",
         "link_carry",
+        "register_head",
+        "register_entries",
+        "register_checkpoints",
     } <= set(inspect(engine).get_table_names())
     engine.dispose()
 

@@ -38,6 +38,7 @@ def register(app: typer.Typer) -> None:
     )
     group.command("deid")(deid)
     group.command("verify")(verify)
+    group.command("copy-register")(copy_register)
     add_approval_commands(group)
     add_export_commands(group)
     app.add_typer(group, name="export")
@@ -114,6 +115,36 @@ def verify(
             "with the one the register's operator published, or pass --public-key)",
             soft_wrap=True,
         )
+
+
+def copy_register(
+    ctx: typer.Context,
+    out: Path = typer.Argument(..., help="A new (or empty) folder to write the copy into."),
+    *,
+    db: str | None = typer.Option(
+        None,
+        "--db",
+        help=r"The servers' database URL \[default: SQLite at <state-dir>/onecluster.db].",
+        show_default=False,
+    ),
+) -> None:
+    """Copy the export register out of the servers' database into a register folder, byte
+    for byte, for `onecluster export verify` to check offline (run it where the database
+    can be reached; nothing in the database is changed)."""
+    from onecluster.server import copy_register as copy_out
+    from onecluster.state_dir import DATABASE_FILE
+    from onecluster.store import Store, make_engine
+
+    url = db or f"sqlite:///{config_of(ctx).state_dir / DATABASE_FILE}"
+    store = Store(make_engine(url))
+    try:
+        count = copy_out(store, out)
+    finally:
+        store.close()
+    where = escape(str(out))
+    out_console().print(
+        f"copied {count} entries to {where}: onecluster export verify {where}", soft_wrap=True
+    )
 
 
 def read_key(key_file: Path | None, from_environment: str | None) -> bytes:

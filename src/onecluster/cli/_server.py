@@ -95,6 +95,15 @@ def server(
             "fill: the relay's circuits carry that site's own traffic first."
         ),
     ),
+    register_key: Path | None = typer.Option(
+        None,
+        "--register-key",
+        help=(
+            "The export register's Ed25519 signing key file, the same for every replica "
+            r"\[default: <state-dir>/register/signing.key, made by the first replica]."
+        ),
+        show_default=False,
+    ),
     log_level: str = typer.Option("info", "--log-level", help="debug, info, warning or error."),
     log_format: str | None = LOG_FORMAT_OPTION,
 ) -> None:
@@ -125,6 +134,7 @@ def server(
             advertise_url=advertise_url,
             bulk_share=bulk_share,
             relay_share=relay_share,
+            register_key=register_key,
             log_level=log_level.lower(),
         )
     )

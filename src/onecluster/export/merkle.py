@@ -79,6 +79,12 @@ class Tree:
         for data in leaves:
             self.append(data)
 
+    def copy(self) -> Tree:
+        """An independent tree with the same leaves (appending to one leaves the other)."""
+        twin = Tree()
+        twin._levels = [bytearray(level) for level in self._levels]
+        return twin
+
     @property
     def size(self) -> int:
         """The number of leaves appended."""

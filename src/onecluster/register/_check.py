@@ -21,7 +21,7 @@ from onecluster.register._canonical import canonical, parse_entry
 from onecluster.register._files import CHECKPOINTS, ENTRIES, Checkpoint, parse_checkpoint
 from onecluster.register._head import SignedHead
 
-__all__ = ["Checked", "check_log", "entry_name"]
+__all__ = ["Checked", "check_log", "entry_name", "extend_log"]
 
 _HINT = (
     "the register's files were altered or damaged after they were written: restore them "
@@ -68,11 +68,25 @@ def check_log(entries: list[bytes], checkpoint_lines: list[bytes], public_key: b
     Entries past the last head are left to the caller (``Checked.covered`` says where they
     start).  Raises :class:`IntegrityError` naming the first bad entry or checkpoint.
     """
-    tree = merkle.Tree()
-    authenticated = bytearray()  # the leaf hashes, 32 bytes each, that signed heads cover
+    checked = Checked(merkle.Tree(), [])
+    extend_log(checked, entries, checkpoint_lines, public_key)
+    return checked
+
+
+def extend_log(
+    checked: Checked, more: list[bytes], checkpoint_lines: list[bytes], public_key: bytes
+) -> None:
+    """Check the checkpoint lines that follow ``checked``'s and the entries from seq
+    ``checked.covered`` on (``more``), as :func:`check_log` does, and add them to
+    ``checked``; nothing is added when one fails (:class:`IntegrityError`)."""
+    base, known = checked.covered, len(checked.checkpoints)
+    entries = _From(base, more)
+    tree = checked.tree.copy() if checked.checkpoints else checked.tree
     checkpoints: list[Checkpoint] = []
-    origin, last_time = "", ""
-    for index, line in enumerate(checkpoint_lines):
+    last = checked.checkpoints[-1].head if checked.checkpoints else None
+    origin, last_time = (last.origin, last.timestamp) if last is not None else ("", "")
+    for offset, line in enumerate(checkpoint_lines):
+        index = known + offset
         done = tree.size
         checkpoint = parse_checkpoint(line)
         if checkpoint is None:
@@ -110,26 +124,36 @@ def check_log(entries: list[bytes], checkpoint_lines: list[bytes], public_key: b
             msg = f"{covers} is dated {head.timestamp}, before the head before it"
             raise _fail(msg)
         origin, last_time = head.origin, head.timestamp
-        _add_batch(tree, authenticated, entries, checkpoint, index)
+        _add_batch(tree, entries, checkpoint, index)
         checkpoints.append(checkpoint)
-    return Checked(tree, checkpoints)
+    checked.tree = tree
+    checked.checkpoints.extend(checkpoints)
 
 
-def _add_batch(
-    tree: merkle.Tree,
-    authenticated: bytearray,
-    entries: list[bytes],
-    checkpoint: Checkpoint,
-    index: int,
-) -> None:
+class _From:
+    """Entries from seq ``base`` on, indexed by seq."""
+
+    __slots__ = ("base", "items")
+
+    def __init__(self, base: int, items: list[bytes]) -> None:
+        self.base, self.items = base, items
+
+    def __len__(self) -> int:
+        return self.base + len(self.items)
+
+    def span(self, first: int, last: int) -> list[bytes]:
+        """Entries ``[first, last)`` that are present (none before ``base``)."""
+        return self.items[max(first - self.base, 0) : max(last - self.base, 0)]
+
+
+def _add_batch(tree: merkle.Tree, entries: _From, checkpoint: Checkpoint, index: int) -> None:
     """Add one verified-signature checkpoint's batch to ``tree``, checking every entry."""
     head, listed, first = checkpoint.head, checkpoint.leaves, checkpoint.first
-    present = entries[first : head.size]
+    present = entries.span(first, head.size)
     actual = [merkle.leaf_hash(data) for data in present]
     if actual == list(listed):
         for leaf in listed:
             tree.append_hash(leaf)
-            authenticated += leaf
         if tree.root() != head.root:
             if first < head.size:
                 which = entry_name(first)
@@ -149,7 +173,7 @@ def _add_batch(
         _check_entries(present, first)
         return
     # The entries and the list differ: find out which one the signed root vouches for.
-    if _root_with(authenticated, actual) == head.root and len(actual) == len(listed):
+    if _root_with(tree, actual) == head.root and len(actual) == len(listed):
         seq = first + next(i for i, (a, b) in enumerate(zip(actual, listed, strict=True)) if a != b)
         msg = (
             f"{entry_name(seq)}: its hash in {_checkpoint_name(index)} was altered "
@@ -173,11 +197,9 @@ def _add_batch(
     raise AssertionError("unreachable: the lists differ")  # pragma: no cover
 
 
-def _root_with(authenticated: bytearray, more: list[bytes]) -> bytes:
+def _root_with(authenticated: merkle.Tree, more: list[bytes]) -> bytes:
     """The head of the authenticated leaves followed by ``more`` (the slow path of errors)."""
-    tree = merkle.Tree()
-    for start in range(0, len(authenticated), merkle.DIGEST_SIZE):
-        tree.append_hash(bytes(authenticated[start : start + merkle.DIGEST_SIZE]))
+    tree = authenticated.copy()
     for leaf in more:
         tree.append_hash(leaf)
     return tree.root()

@@ -1,34 +1,43 @@
 """The export register: an append-only, signed RFC 9162 log of canonical JSON entries.
 
-:meth:`Register.append` returns only once the entry is durable — written and fsync'd in
-``entries.jsonl``, and covered by a signed checkpoint written and fsync'd in
-``checkpoints.jsonl`` — so a crash after it returns can lose nothing acknowledged.
+:meth:`Register.append` returns only once the entry is durable — written, and covered by a
+signed checkpoint written too, by its storage (:mod:`onecluster.register._storage`): the
+files of one directory, fsync'd (:meth:`Register.open`), or the database every server
+replica shares (:meth:`Register.open_on`) — so a crash after it returns can lose nothing
+acknowledged.
 
-**Group commit.**  Appenders that arrive together share one write, one fsync per file and
-one signature.  Entries join the open *batch*; the appender that opened a batch is its
-*leader*: it waits for the batch before it to be written, closes its own (whoever joined
-meanwhile is in), writes it, and hands over to the next batch's leader.  Under load a batch
-gathers everyone who arrived during the previous batch's fsyncs; after an idle spell the
-leader first waits ``group_wait_s`` for company.  One writer at a time, so entries are
-written in ``seq`` order and every checkpoint extends the one before it.
+**Group commit.**  Appenders that arrive together share one write and one signature.
+Entries join the open *batch*; the appender that opened a batch is its *leader*: it waits
+for the batch before it to be written, closes its own (whoever joined meanwhile is in),
+writes it, and hands over to the next batch's leader.  Under load a batch gathers everyone
+who arrived during the previous batch's write; after an idle spell the leader first waits
+``group_wait_s`` for company.  One writer at a time, so entries are written in ``seq``
+order and every checkpoint extends the one before it.
+
+**Shared storage.**  Where other processes append too (the database), each batch takes in
+first what they wrote since — checked exactly as opening checks, signatures and roots — and
+only then numbers its entries: ``seq`` is given when the batch is written, not when
+:meth:`append` is called.  The storage makes one writer at a time of every process, and
+refuses an index written twice.
 
 Before signing, the writer checks that the new head is consistent with the last signed one
 (the tree of the old size has the old root, and the RFC 9162 consistency proof between them
 verifies): the log never signs two inconsistent checkpoints.  A write that fails leaves the
 register failed: every later append raises :class:`StorageError` until it is reopened (which
-drops the batch that was not covered).
+drops the batch that was not covered) — or, on a shared storage, until :meth:`refresh`
+reloads it.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 import time
-from array import array
 from collections import deque
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from onecluster.clock import Clock, SystemClock
 from onecluster.errors import (
@@ -40,33 +49,28 @@ from onecluster.errors import (
 )
 from onecluster.export import merkle
 from onecluster.register._canonical import canonical, check_entry, parse_entry
-from onecluster.register._files import (
-    CHECKPOINTS,
-    ENTRIES,
-    PENDING,
-    checkpoint_line,
-    pending_record,
-    write_all,
-)
+from onecluster.register._check import Checked, check_log, entry_name, extend_log
+from onecluster.register._file_log import FileLog
+from onecluster.register._files import Checkpoint, checkpoint_line
 from onecluster.register._head import Receipt, SignedHead, parse_utc, utc_iso
-from onecluster.register._recover import MAX_BATCH, lock_directory, recover
+from onecluster.register._keys import public_bytes
+from onecluster.register._recover import MAX_BATCH
+from onecluster.register._storage import Batch, LogStorage
 
 __all__ = ["DEFAULT_ORIGIN", "Register"]
 
 #: The origin line of the register's checkpoints unless another is given.
 DEFAULT_ORIGIN = "onecluster export register"
 
-_sync = getattr(os, "fdatasync", os.fsync)
-
 
 class _Batch:
     """Entries written together under one checkpoint."""
 
-    __slots__ = ("done", "error", "first", "head", "leaves", "lines", "turn")
+    __slots__ = ("bodies", "done", "error", "first", "head", "leaves", "turn")
 
-    def __init__(self, first: int) -> None:
-        self.first = first
-        self.lines: list[bytes] = []
+    def __init__(self) -> None:
+        self.first = -1  # given when the batch is written
+        self.bodies: list[tuple[dict[str, Any], float]] = []  # (entry, when it was appended)
         self.leaves: list[bytes] = []
         # Latches: locks taken now and released by another thread.  A plain lock costs less
         # than an Event (a Condition and a lock per waiter) and wakes its waiters in turn,
@@ -80,61 +84,51 @@ class _Batch:
 
 
 class Register:
-    """The export register in one directory; see the module docstring.  Thread-safe."""
+    """The export register on one storage; see the module docstring.  Thread-safe."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0917 -- what open and open_on found
         self,
-        directory: Path,
+        storage: LogStorage,
+        key: Ed25519PrivateKey,
+        checked: Checked,
         origin: str,
         clock: Clock,
         group_wait_s: float,
     ) -> None:
-        """Use :meth:`open`."""
-        self._directory = directory
+        """Use :meth:`open` or :meth:`open_on`."""
+        self._storage = storage
+        self._where = storage.where
         self._origin = origin
         self._clock = clock
         self._group_wait_s = group_wait_s
-        self._lock_fd = lock_directory(directory)  # before anything is read or repaired
-        try:
-            recovered = recover(directory, origin)
-        except BaseException:
-            os.close(self._lock_fd)
-            raise
-        self._key = recovered.key
-        self._public_key = recovered.public_key
-        self._tree = recovered.checked.tree
-        self._heads: list[SignedHead] = recovered.checked.heads
-        self._offsets = array("Q", [0])
-        for line in recovered.entries:
-            self._offsets.append(self._offsets[-1] + len(line) + 1)
+        self._key = key
+        self._public_key = public_bytes(key)
+        self._checked = checked
+        self._tree = checked.tree
+        self._heads: list[SignedHead] = checked.heads
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self._tree_lock = threading.Lock()
+        #: Held by whoever changes what the register knows of its storage (a batch's write,
+        #: a refresh); taken before ``_lock``, never while holding it.
+        self._write_lock = threading.Lock()
         self._pending: deque[_Batch] = deque()
         self._open_batch: _Batch | None = None
         self._writing = False
         self._failure: PlatformError | None = None
         self._closed = False
         self._size = self._tree.size
-        self._next_seq = self._size
         self._last_now = parse_utc(self._heads[-1].timestamp) if self._heads else 0.0
-        flags = os.O_WRONLY | os.O_APPEND
-        try:
-            self._entries_fd = os.open(directory / ENTRIES, flags)
-            self._checkpoints_fd = os.open(directory / CHECKPOINTS, flags)
-            self._read_fd = os.open(directory / ENTRIES, os.O_RDONLY)
-            self._pending_fd = os.open(directory / PENDING, os.O_WRONLY)
-        except OSError as exc:
-            self._close_files()
-            msg = f"cannot open the register's files in {directory}: {exc.strerror or exc}"
-            raise StorageError(msg) from exc
         if not self._heads:  # a new register: sign the head of the empty tree
             try:
-                self._commit(_Batch(0))
+                self._commit(_Batch())
             except OSError as exc:
-                self._close_files()
-                msg = f"cannot write the register in {directory}: {exc.strerror or exc}"
+                storage.close()
+                msg = f"cannot write {self._where}: {exc.strerror or exc}"
                 raise StorageError(msg) from exc
+            except BaseException:
+                storage.close()
+                raise
 
     @classmethod
     def open(
@@ -152,10 +146,34 @@ class Register:
         match the stored signed checkpoints, :class:`ConflictError` when another
         :class:`Register` holds it, :class:`StorageError` when its files cannot be written.
         """
-        if group_wait_s < 0:
-            msg = f"group_wait_s must not be negative ({group_wait_s})"
-            raise ValidationError(msg)
-        return cls(Path(directory), origin, clock or SystemClock(), group_wait_s)
+        _check_wait(group_wait_s)
+        storage, recovered = FileLog.open(Path(directory), origin)
+        return cls(
+            storage, recovered.key, recovered.checked, origin, clock or SystemClock(), group_wait_s
+        )
+
+    @classmethod
+    def open_on(
+        cls,
+        storage: LogStorage,
+        key: Ed25519PrivateKey,
+        *,
+        origin: str = DEFAULT_ORIGIN,
+        clock: Clock | None = None,
+        group_wait_s: float = 0.002,
+    ) -> Register:
+        """Open the register ``storage`` holds, signed with ``key`` (signing the head of the
+        empty tree if it holds nothing yet).
+
+        Every entry and checkpoint is checked with ``key``'s public key, as :func:`verify`
+        checks a directory: :class:`IntegrityError` names the first that does not check out
+        (an entry past the last checkpoint included — a shared storage writes a batch and
+        its checkpoint at once); :class:`ValidationError` when the log has another origin.
+        """
+        _check_wait(group_wait_s)
+        entries, lines = storage.load()
+        checked = _checked(storage.where, entries, lines, public_bytes(key), origin)
+        return cls(storage, key, checked, origin, clock or SystemClock(), group_wait_s)
 
     # -- appending -----------------------------------------------------------------------
 
@@ -173,14 +191,11 @@ class Register:
             batch = self._open_batch
             owner = batch is None
             if batch is None:
-                batch = self._open_batch = _Batch(self._next_seq)
+                batch = self._open_batch = _Batch()
                 self._pending.append(batch)
-            seq = self._next_seq
-            self._next_seq += 1
-            self._last_now = max(self._clock.now(), self._last_now)
-            body["seq"], body["at"] = seq, utc_iso(self._last_now)
-            batch.lines.append(canonical(body))
-            if len(batch.lines) >= MAX_BATCH:
+            position = len(batch.bodies)
+            batch.bodies.append((body, self._clock.now()))
+            if len(batch.bodies) >= MAX_BATCH:
                 self._open_batch = None
             idle = owner and not self._writing
             if idle:
@@ -193,17 +208,19 @@ class Register:
             with batch.done:  # wait for the leader's release, then pass it on
                 pass
         if batch.error is not None or batch.head is None:
-            msg = f"the register in {self._directory} could not record entry {seq}"
-            raise StorageError(msg, hint="reopen the register") from batch.error
-        return Receipt(seq, batch.leaves[seq - batch.first], batch.head)
+            msg = f"{self._where} could not record the entry"
+            hint = "refresh it" if self._storage.shared else "reopen the register"
+            raise StorageError(msg, hint=hint) from batch.error
+        return Receipt(batch.first + position, batch.leaves[position], batch.head)
 
     def _check_usable(self) -> None:
         if self._closed:
-            msg = f"the register in {self._directory} is closed"
+            msg = f"{self._where} is closed"
             raise StorageError(msg)
         if self._failure is not None:
-            msg = f"the register in {self._directory} failed to write and refuses entries"
-            raise StorageError(msg, hint="reopen the register") from self._failure
+            msg = f"{self._where} failed to write and refuses entries"
+            hint = "refresh it" if self._storage.shared else "reopen the register"
+            raise StorageError(msg, hint=hint) from self._failure
 
     def _lead(self, batch: _Batch, *, idle: bool) -> None:
         """Write ``batch`` as its leader, then hand over to the next batch's leader."""
@@ -213,20 +230,18 @@ class Register:
             self._pending.popleft()
             if self._open_batch is batch:
                 self._open_batch = None
-                failure = self._failure
+            failure = self._failure
         try:
             if failure is None:
                 self._commit(batch)
         except OSError as exc:
-            failure = StorageError(
-                f"cannot write the register in {self._directory}: {exc.strerror or exc}"
-            )
+            failure = StorageError(f"cannot write {self._where}: {exc.strerror or exc}")
             failure.__cause__ = exc
         except PlatformError as exc:
             failure = exc
         finally:
             if failure is None and batch.head is None:  # anything else went wrong
-                failure = StorageError(f"the register in {self._directory} failed to write")
+                failure = StorageError(f"{self._where} failed to write")
             batch.error = failure
             with self._lock:
                 if failure is not None:
@@ -239,39 +254,92 @@ class Register:
             batch.done.release()
 
     def _commit(self, batch: _Batch) -> None:
-        """Write, fsync, sign and record one batch (the only writer at a time)."""
-        leaves = [merkle.leaf_hash(line) for line in batch.lines]
-        if batch.lines:
-            # Written in place, never truncated: the file's size changes only for a batch
-            # larger than any before, so its fdatasync rarely has metadata to write.
-            os.pwrite(self._pending_fd, pending_record(batch.first, leaves), 0)
-            _sync(self._pending_fd)
-            write_all(self._entries_fd, b"".join(line + b"\n" for line in batch.lines))
-            _sync(self._entries_fd)
+        """Take in what other writers added, then number, sign and write one batch (the
+        only writer at a time in this process; the storage makes it the only one at all)."""
+
+        def build(more: list[bytes], more_lines: list[bytes]) -> Batch:
+            if more or more_lines:
+                self._take_in(more, more_lines)
+            first = self._tree.size
+            lines = []
+            with self._lock:
+                for offset, (body, when) in enumerate(batch.bodies):
+                    self._last_now = max(when, self._last_now)
+                    body["seq"], body["at"] = first + offset, utc_iso(self._last_now)
+                    lines.append(canonical(body))
+            leaves = [merkle.leaf_hash(line) for line in lines]
+            with self._tree_lock:
+                for leaf in leaves:
+                    self._tree.append_hash(leaf)
+                size, root = self._tree.size, self._tree.root()
+                if self._heads:
+                    self._check_extends(self._heads[-1], size, root)
+            with self._lock:
+                self._last_now = max(self._clock.now(), self._last_now)
+                timestamp = utc_iso(self._last_now)
+            unsigned = SignedHead(self._origin, size, root, b"", timestamp)
+            signature = self._key.sign(unsigned.note().encode("utf-8"))
+            head = SignedHead(self._origin, size, root, signature, timestamp)
+            batch.first, batch.leaves, batch.head = first, leaves, head
+            return first, lines, leaves, checkpoint_line(head, leaves)[:-1]
+
+        with self._write_lock:
+            self._storage.write(self._size, len(self._heads), build)
+            head = batch.head
+            assert head is not None
+            with self._lock:
+                self._heads.append(head)
+                self._checked.checkpoints.append(_as_checkpoint(head, batch.leaves))
+                self._size = head.size
+
+    def _take_in(self, more: list[bytes], more_lines: list[bytes]) -> None:
+        """Check what other writers added past what this register knows, and add it."""
         with self._tree_lock:
-            for leaf in leaves:
-                self._tree.append_hash(leaf)
-            size, root = self._tree.size, self._tree.root()
+            extend_log(self._checked, more, more_lines, self._public_key)
+            self._tree = self._checked.tree
+        with self._lock:
+            self._heads = self._checked.heads
+            self._size = self._tree.size
+            self._last_now = max(parse_utc(self._heads[-1].timestamp), self._last_now)
+
+    def refresh(self) -> int:
+        """Take in what other writers added to a shared storage since (checked as opening
+        checks), or reload it whole after a failed write; how many entries were new.
+
+        Nothing to do for a directory.  Raises :class:`IntegrityError` when what was added
+        does not check out (the register refuses appends from then on), and what the
+        storage raises when it cannot be read.
+        """
+        if not self._storage.shared:
+            return 0
+        with self._write_lock:
+            before = self._size
+            with self._lock:
+                failed = self._failure is not None
+            try:
+                if failed:
+                    self._reload()
+                else:
+                    more, more_lines = self._storage.tail(self._size, len(self._heads))
+                    if more or more_lines:
+                        self._take_in(more, more_lines)
+            except IntegrityError as exc:
+                with self._lock:
+                    self._failure = exc
+                raise
+            return self._size - before
+
+    def _reload(self) -> None:
+        entries, lines = self._storage.load()
+        checked = _checked(self._where, entries, lines, self._public_key, self._origin)
+        with self._tree_lock:
+            self._checked, self._tree = checked, checked.tree
+        with self._lock:
+            self._heads = checked.heads
+            self._size = self._tree.size
             if self._heads:
-                self._check_extends(self._heads[-1], size, root)
-        with self._lock:
-            self._last_now = max(self._clock.now(), self._last_now)
-            timestamp = utc_iso(self._last_now)
-        unsigned = SignedHead(self._origin, size, root, b"", timestamp)
-        signature = self._key.sign(unsigned.note().encode("utf-8"))
-        head = SignedHead(self._origin, size, root, signature, timestamp)
-        write_all(self._checkpoints_fd, checkpoint_line(head, leaves))
-        _sync(self._checkpoints_fd)
-        if batch.lines:
-            # No batch in flight.  No fsync: a stale record names entries that a durable
-            # checkpoint covers, which opening ignores.
-            os.pwrite(self._pending_fd, b"\n", 0)
-        with self._lock:
-            for line in batch.lines:
-                self._offsets.append(self._offsets[-1] + len(line) + 1)
-            self._heads.append(head)
-            self._size = size
-        batch.leaves, batch.head = leaves, head
+                self._last_now = max(parse_utc(self._heads[-1].timestamp), self._last_now)
+            self._failure = None
 
     def _check_extends(self, previous: SignedHead, size: int, root: bytes) -> None:
         """Refuse to sign a head that the last signed head is not a prefix of."""
@@ -285,9 +353,16 @@ class Register:
     # -- reading -------------------------------------------------------------------------
 
     @property
-    def directory(self) -> Path:
-        """The directory the register keeps its files in."""
-        return self._directory
+    def where(self) -> str:
+        """Where it is kept, as messages name it (``the register in DIR``)."""
+        return self._where
+
+    def stored(self) -> tuple[list[bytes], list[bytes], bytes | None]:
+        """What the storage holds now: every entry, every checkpoint line (read in that
+        storage's consistent order: no checkpoint covers an entry not read) and the public
+        key it records (None where it records none)."""
+        entries, checkpoints = self._storage.load()
+        return entries, checkpoints, self._storage.public_key()
 
     @property
     def size(self) -> int:
@@ -303,18 +378,17 @@ class Register:
         """The raw 32-byte Ed25519 public key that signs the checkpoints."""
         return self._public_key
 
-    def _span(self, first: int, last: int) -> tuple[int, int]:
-        with self._lock:
-            return self._offsets[first], self._offsets[last]
-
     def entry_bytes(self, seq: int) -> bytes:
         """The exact canonical bytes of entry ``seq`` (its leaf data, no newline);
         :class:`NotFoundError` when there is no such entry."""
         if not 0 <= seq < self._size:
             msg = f"the register has no entry {seq} (it holds {self._size})"
             raise NotFoundError(msg)
-        start, end = self._span(seq, seq + 1)
-        return os.pread(self._read_fd, end - start - 1, start)
+        found = self._storage.read(seq, seq + 1)
+        if len(found) != 1:  # the storage changed under us since it was checked
+            msg = f"entry {seq} is gone from {self._where}"
+            raise IntegrityError(msg, hint="verify the register")
+        return found[0]
 
     def entries(self, first: int = 0, last: int | None = None) -> list[dict[str, Any]]:
         """The parsed entries ``[first, last)`` by seq (``last`` defaults to :attr:`size`);
@@ -324,15 +398,15 @@ class Register:
         if not 0 <= first <= last <= size:
             msg = f"no entries [{first}, {last}) in a register of {size}"
             raise ValidationError(msg)
-        if first == last:
-            return []
-        start, end = self._span(first, last)
-        data = os.pread(self._read_fd, end - start, start)
         out: list[dict[str, Any]] = []
-        for line in data.split(b"\n")[:-1]:
+        lines = self._storage.read(first, last)
+        if len(lines) != last - first:
+            msg = f"entries [{first}, {last}) are not all in {self._where} any more"
+            raise IntegrityError(msg, hint="verify the register")
+        for line in lines:
             entry = parse_entry(line)
-            if entry is None:  # the file changed under us since it was checked
-                msg = f"entry {first + len(out)} in {self._directory} no longer parses"
+            if entry is None:  # the storage changed under us since it was checked
+                msg = f"entry {first + len(out)} in {self._where} no longer parses"
                 raise IntegrityError(msg, hint="verify the register")
             out.append(entry)
         return out
@@ -388,17 +462,7 @@ class Register:
             self._closed = True
             while self._writing:
                 self._idle.wait()
-        self._close_files()
-
-    def _close_files(self) -> None:
-        for name in ("_entries_fd", "_checkpoints_fd", "_read_fd", "_pending_fd", "_lock_fd"):
-            fd = getattr(self, name, None)
-            if fd is None:
-                continue
-            try:
-                os.close(fd)
-            except OSError:
-                continue
+        self._storage.close()
 
     def __enter__(self) -> Register:
         return self
@@ -407,4 +471,32 @@ class Register:
         self.close()
 
     def __repr__(self) -> str:
-        return f"Register({str(self._directory)!r}, size={self._size})"
+        return f"Register({self._where!r}, size={self._size})"
+
+
+def _check_wait(group_wait_s: float) -> None:
+    if group_wait_s < 0:
+        msg = f"group_wait_s must not be negative ({group_wait_s})"
+        raise ValidationError(msg)
+
+
+def _checked(
+    where: str, entries: list[bytes], lines: list[bytes], key: bytes, origin: str
+) -> Checked:
+    """The log a shared storage holds, checked whole; nothing may follow the last head."""
+    checked = check_log(entries, lines, key)
+    for head in checked.heads:
+        if head.origin != origin:
+            msg = f"{where} is the log {head.origin!r}, not {origin!r}"
+            raise ValidationError(msg, hint="open it with the origin it was created with")
+    if len(entries) > checked.covered:
+        msg = (
+            f"{entry_name(checked.covered)} is not covered by any signed tree head: in {where} "
+            "an entry is written with its checkpoint, so it was added by hand"
+        )
+        raise IntegrityError(msg, hint="remove it, or restore the register from a backup")
+    return checked
+
+
+def _as_checkpoint(head: SignedHead, leaves: list[bytes]) -> Checkpoint:
+    return Checkpoint(head, tuple(leaves))

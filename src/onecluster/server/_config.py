@@ -35,6 +35,10 @@ class ServerConfig:
     then refused by the database.  ``advertise_url``: the URL other replicas forward
     leader-only requests to while this one leads (default: the URL it listens on).
 
+    ``register_key``: the export register's Ed25519 signing key file, the same for every
+    replica (default: ``<state_dir>/register/signing.key``, made there by the first replica
+    on a database whose register has no key yet); the register itself is in the database.
+
     ``bulk_share`` and ``relay_share``: the etiquette of transfers — the share of a direct
     circuit's capacity a transfer's path may fill, and of each circuit of a path relayed
     through a third site (whose own traffic comes first: ``docs/decisions.md``).
@@ -55,9 +59,12 @@ class ServerConfig:
     log_level: str = "info"
     bulk_share: float = 1.0
     relay_share: float = 0.5
+    register_key: Path | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "state_dir", Path(self.state_dir))
+        if self.register_key is not None:
+            object.__setattr__(self, "register_key", Path(self.register_key))
         for name in ("lease_s", "reconcile_interval_s", "heartbeat_interval_s", "leader_lease_s"):
             if not getattr(self, name) > 0:
                 msg = f"server setting {name} must be greater than 0 (got {getattr(self, name)})"

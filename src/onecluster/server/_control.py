@@ -109,7 +109,12 @@ class ControlPlane:
             stale_s=self._stale_s,
         )
         self.exports = ExportControl(
-            self.fabric, store, clock, self.data, config.state_dir / REGISTER_DIR
+            self.fabric,
+            store,
+            clock,
+            self.data,
+            config.state_dir / REGISTER_DIR,
+            register_key=config.register_key,
         )
         self._alerts_lock = threading.Lock()
         self._kept_shape: LinkCarry | None = None  # of the carry last kept in the database

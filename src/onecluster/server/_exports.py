@@ -50,6 +50,7 @@ from onecluster.model import Fabric
 from onecluster.register import Register
 from onecluster.schema import ApprovalIn, ExportIn
 from onecluster.server._auth import Principal
+from onecluster.server._cluster_register import open_register
 from onecluster.server._data_control import DataControl
 from onecluster.server._views import require_site
 from onecluster.store import (
@@ -81,7 +82,12 @@ class ExportControl:
         clock: Clock,
         data: DataControl,
         register_dir: Path,
+        *,
+        register_key: Path | None = None,
     ) -> None:
+        """``register_dir``: the state folder's register folder (its key's default home, and
+        a register from before to import); ``register_key``: the signing key's file
+        (``server/_cluster_register.py``)."""
         self.fabric = fabric
         self.store = store
         self.clock = clock
@@ -92,17 +98,18 @@ class ExportControl:
         self.register: Register | None = None
         self.register_error: str | None = None
         try:
-            self.register = Register.open(register_dir, clock=clock)
+            self.register = open_register(store, register_dir, register_key, clock)
         except (PlatformError, OSError) as exc:
             reason = exc.message if isinstance(exc, PlatformError) else str(exc)
-            self.register_error = f"the export register in {register_dir} cannot be used: {reason}"
+            hint = f" ({exc.hint})" if isinstance(exc, PlatformError) and exc.hint else ""
+            self.register_error = f"the export register cannot be used: {reason}{hint}"
             _log.error("%s; every export is refused until it is mended", self.register_error)
-        self._indexed = False
+        self._indexed = 0  # the entries looked through for intents and ends
         if self.register is not None:
-            self._check_not_replaced(register_dir)
+            self._check_not_replaced()
         data.refuse = self.refuse
 
-    def _check_not_replaced(self, register_dir: Path) -> None:
+    def _check_not_replaced(self) -> None:
         """Refuse a register that holds fewer entries than the exports name: it was
         replaced, emptied or rolled back (a new key would sign whatever it is told)."""
         assert self.register is not None
@@ -112,7 +119,7 @@ class ExportControl:
             return  # the database is down: the first export will say so
         if highest >= self.register.size:
             self.register_error = (
-                f"the export register in {register_dir} holds {self.register.size} entries, "
+                f"{self.register.where} holds {self.register.size} entries, "
                 f"but the exports name entry {highest}: it was replaced or rolled back"
             )
             _log.error("%s; every export is refused until it is restored", self.register_error)
@@ -120,17 +127,17 @@ class ExportControl:
             self.register = None
 
     def _index(self, register: Register) -> None:
-        """Find the intents and ends already in the register, once, the first time an
-        export is carried on (none at a start with no export under way)."""
-        if self._indexed:
-            return
-        for entry in register.entries():
+        """Find the intents and ends in the register that were not looked through yet —
+        all of them the first time an export is carried on, then those another replica (a
+        leader before this one) or this one added since."""
+        register.refresh()
+        for entry in register.entries(self._indexed):
             export, kind = entry.get("export"), entry.get("type")
             if isinstance(export, str) and kind == "intent":
                 self._intents[export] = int(entry["seq"])
             elif isinstance(export, str) and kind in ("complete", "failed", "refused"):
                 self._ends[export] = int(entry["seq"])
-        self._indexed = True
+        self._indexed = register.size
 
     def close(self) -> None:
         """Close the register."""
@@ -144,11 +151,14 @@ class ExportControl:
         return self._register()
 
     def _register(self) -> Register:
+        """The register, up to date with what other replicas appended (one read of the
+        database when nothing was)."""
         if self.register is None:
             raise UnavailableError(
                 self.register_error or "the export register is not open",
                 hint="every export is refused until the register can be written",
             )
+        self.register.refresh()
         return self.register
 
     def _append(self, entry: Mapping[str, Any]) -> int:
@@ -270,22 +280,27 @@ class ExportControl:
         def check(a: ApprovalRecord) -> None:
             reason = _refusal(a, body.dataset, body.to, who, now, extra_bytes=0)
             if reason is not None:
-                raise self.refuse(facts, reason)
+                raise _Refused(reason)
 
-        return self.store.start_export(
-            NewExport(
-                approval_id=approval.id,
-                dataset=body.dataset,
-                root=version.root,
-                src=src,
-                dst=body.to,
-                requester=who.identity,
-                export_dataset=export_dataset_of(body.dataset),
-                profile=approval.profile,
-            ),
-            check=check,
-            now=now,
-        )
+        try:
+            return self.store.start_export(
+                NewExport(
+                    approval_id=approval.id,
+                    dataset=body.dataset,
+                    root=version.root,
+                    src=src,
+                    dst=body.to,
+                    requester=who.identity,
+                    export_dataset=export_dataset_of(body.dataset),
+                    profile=approval.profile,
+                ),
+                check=check,
+                now=now,
+            )
+        except _Refused as refused:
+            # Written once the store's transaction is over: the register is in the same
+            # database, and SQLite has one writer at a time.
+            raise self.refuse(facts, refused.message) from None
 
     def _version(self, dataset: str, root: str | None) -> VersionRecord:
         record = self.store.dataset(dataset)
@@ -452,6 +467,10 @@ class ExportControl:
             seq = self._append({**facts, "type": "refused", "reason": reason})
             self._ends[export.id] = seq
         return seq
+
+
+class _Refused(ForbiddenError):
+    """An export refused under the approval's lock, written to the register after."""
 
 
 #: The legal routes from the weakest; a certification has a standard contract's ceiling.

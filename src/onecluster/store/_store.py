@@ -28,6 +28,7 @@ from onecluster.store._records import (
     SyncReport,
     TokenRecord,
 )
+from onecluster.store._register_rows import RegisterRows
 from onecluster.store._sync import DEFAULT_LEASE_S, expire_site, record_sync
 from onecluster.store._tables import AgentRow, AttemptRow, Base, EventRow, JobRow, LogRow, TokenRow
 from onecluster.store._transitions import (
@@ -44,7 +45,7 @@ from onecluster.store._transitions import settle_job as _settle
 __all__ = ["Store"]
 
 
-class Store(DataStore, Leadership, Fabrics, LinkCarries):
+class Store(DataStore, Leadership, Fabrics, LinkCarries, RegisterRows):
     """Jobs, attempts, tokens, sites, logs and events in one SQL database, and the datasets,
     scans, transfers and replicas of :class:`DataStore`.
 
