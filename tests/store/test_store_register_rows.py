@@ -241,3 +241,36 @@ def test_a_register_is_imported_only_into_an_empty_database_register(
     _open(store, key).close()
     with pytest.raises(ConflictError, match="only into an empty one"):
         store.import_register(public_bytes(key), [], [])
+
+
+def test_a_read_while_another_replica_appends_is_one_consistent_log(
+    store: Store, key: Ed25519PrivateKey
+) -> None:
+    """Each read of the log is one state of it: every entry its checkpoints cover and none
+    they do not, although batches (entries, checkpoint, counts) commit between statements
+    (PostgreSQL's READ COMMITTED)."""
+    from onecluster.register._check import check_log
+
+    writer = _open(store, key)
+    done = threading.Event()
+
+    def append() -> None:
+        try:
+            for n in range(150):
+                writer.append(intent(n))
+        finally:
+            done.set()
+
+    thread = threading.Thread(target=append)
+    thread.start()
+    reads = 0
+    try:
+        while not done.is_set() or reads == 0:
+            entries, lines = store.register_log().load()
+            checked = check_log(entries, lines, public_bytes(key))
+            assert checked.covered == len(entries), f"read {reads}: an uncovered tail"
+            reads += 1
+    finally:
+        thread.join()
+        writer.close()
+    assert reads > 1
