@@ -39,3 +39,22 @@ def pg_database() -> Iterator[str]:
         with engine.connect() as conn:
             conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         engine.dispose()
+
+
+@pytest.fixture(autouse=True)
+def _logging_as_it_was() -> Iterator[None]:
+    """The root logger's handlers and level restored after each test: a test that sets a
+    process's logging up in-process (the CLI's commands call ``setup_logging``) must not
+    leave pytest's own capture removed, or a handler on a stream the test closed."""
+    import logging
+
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    for handler in list(root.handlers):
+        if handler not in handlers:
+            root.removeHandler(handler)
+    for handler in handlers:
+        if handler not in root.handlers:
+            root.addHandler(handler)
+    root.setLevel(level)

@@ -146,3 +146,18 @@ def test_a_bound_request_id_is_restored_after_its_block() -> None:
             assert current_request_id() == "inner"
         assert current_request_id() == "outer"
     assert current_request_id() is None
+
+
+def test_without_a_stream_records_go_to_stderr_as_it_is_when_they_are_written(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A handler bound to the stderr of its set-up kept writing to it after a test runner's
+    capture (or a daemon's redirection) had closed it: every later record was an error."""
+    first, then = io.StringIO(), io.StringIO()
+    monkeypatch.setattr("sys.stderr", first)
+    setup_logging(role="server")
+    monkeypatch.setattr("sys.stderr", then)
+    first.close()
+    logging.getLogger("onecluster.test").warning("after the swap")
+    written = then.getvalue()
+    assert "after the swap" in written and "Logging error" not in written, written

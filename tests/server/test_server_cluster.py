@@ -127,6 +127,7 @@ def test_openapi_lists_every_route_of_the_contract(server: RunningServer) -> Non
         "/api/v1/jobs/{job_id}/logs",
         "/api/v1/jobs/{job_id}/why",
         "/api/v1/stats",
+        "/api/v1/whoami",
         "/api/v1/reports/gpu",
         "/api/v1/reports/gpu/compare",
         "/api/v1/agents/{site}/sync",

@@ -51,7 +51,7 @@ def setup_logging(
     if number is None:
         msg = f"unknown log level {level!r}; use one of {', '.join(LOG_LEVELS)}"
         raise ValueError(msg)
-    handler = logging.StreamHandler(sys.stderr if stream is None else stream)
+    handler: logging.Handler = _Stderr() if stream is None else logging.StreamHandler(stream)
     handler.setFormatter(JsonFormatter() if log_format is LogFormat.JSON else TextFormatter())
     handler.addFilter(ContextFields(role, site))
     root = logging.getLogger()
@@ -62,3 +62,20 @@ def setup_logging(
     for name in quiet:
         logging.getLogger(name).setLevel(max(number, logging.WARNING))
     return handler
+
+
+class _Stderr(logging.StreamHandler[TextIO]):
+    """A handler on whatever ``sys.stderr`` is when a record is written, not on the one of
+    when it was made: a stream replaced since (by a test runner's capture, a daemon's
+    redirection) and closed must not swallow every later record."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property
+    def stream(self) -> TextIO:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: TextIO) -> None:
+        pass
