@@ -24,6 +24,7 @@ from onecluster.clock import ManualClock
 from onecluster.fabric import load_fabric
 from onecluster.schema import AgentSync, AgentSyncReply, AttemptReport, TokenCreate
 from onecluster.server import ControlPlane, Reconciler, ReconcileStats, ServerConfig, create_app
+from onecluster.server._election import Election
 from onecluster.store import make_engine
 from onecluster.store._tables import Base
 
@@ -101,6 +102,12 @@ class RunningServer:
         reconciler = self._app.state.reconciler
         assert isinstance(reconciler, Reconciler)
         return reconciler
+
+    @property
+    def election(self) -> Election:
+        election = self._app.state.election
+        assert isinstance(election, Election)
+        return election
 
     def step(self) -> ReconcileStats:
         """One reconcile pass now."""

@@ -3,6 +3,7 @@ recorded sync grants a lease."""
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 import httpx
@@ -115,3 +116,24 @@ def test_an_elected_replica_takes_no_sync_before_it_has_taken_office(
     assert {s.name: s.last_heartbeat for s in server.admin().sites()}["shanghai"] == before
     server.control.resume_links(term)
     assert post(server, "shanghai", token, **body).status_code == 200
+
+
+def test_a_replica_that_lost_the_lease_and_won_it_back_takes_office_before_its_next_pass(
+    server: RunningServer,
+) -> None:
+    """Its passes are an hour apart here: waiting for the next one, it refused every sync
+    of the new term (503 not_leader) — on a loaded host, a renewal a little late was enough."""
+    token = server.token(role="agent", site="shanghai")
+    body = {"json": {"agent_id": "agent-1", "capacity": {"H800": 8}}}
+    assert post(server, "shanghai", token, **body).status_code == 200
+    election = server.election
+    term = election.term
+    election.resign()  # the lease is vacant; the election takes it again, in a new term
+    deadline = time.monotonic() + 20
+    while (
+        election.mandate() in (None, term)
+        or post(server, "shanghai", token, **body).status_code != 200
+    ):
+        assert time.monotonic() < deadline, (election.mandate(), server.control.links.office)
+        time.sleep(0.05)
+    assert server.control.links.office == election.term > term

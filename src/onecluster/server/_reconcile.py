@@ -111,7 +111,23 @@ class Reconciler:
                 self._office = None
                 await asyncio.sleep(min(interval, _FOLLOWER_LOOK_S))
                 continue
-            await asyncio.sleep(interval)
+            await self._rest(interval, election)
+
+    async def _rest(self, interval: float, election: Election | None) -> None:
+        """Wait ``interval`` between passes, but no longer once this replica leads in a term
+        it has not taken office in (it lost the lease while waiting and won it back, say):
+        syncs are refused until it has, so it takes office at once, not a pass later.  A
+        fabric applied at another replica is still taken within a second meanwhile."""
+        ends = time.monotonic() + interval
+        while (left := ends - time.monotonic()) > 0:
+            await asyncio.sleep(min(left, _FOLLOWER_LOOK_S))
+            if time.monotonic() >= self._fabric_due:
+                self._fabric_due = time.monotonic() + min(interval, _FABRIC_LOOK_S)
+                await asyncio.to_thread(self._refresh_fabric)
+            if election is not None:
+                term = election.mandate()
+                if term is not None and term != self._office:
+                    return
 
     def _step_as_leader(self, election: Election, term: int) -> None:
         try:
