@@ -21,6 +21,7 @@ from sqlalchemy import text
 
 from onecluster.client import Client
 from onecluster.clock import ManualClock
+from onecluster.errors import NotLeaderError
 from onecluster.fabric import load_fabric
 from onecluster.schema import AgentSync, AgentSyncReply, AttemptReport, TokenCreate
 from onecluster.server import ControlPlane, Reconciler, ReconcileStats, ServerConfig, create_app
@@ -135,7 +136,15 @@ class RunningServer:
         if site not in self._agent_tokens:
             self._agent_tokens[site] = self.token(role="agent", site=site)
         sync = AgentSync(agent_id=agent_id, attempts=list(reports), **body)  # type: ignore[arg-type]
-        return self.client(self._agent_tokens[site]).agent_sync(site, sync)
+        client = self.client(self._agent_tokens[site])
+        deadline = time.monotonic() + 10.0
+        while True:  # as an agent does (decision 168): a replica re-elected on a loaded host
+            try:  # refuses syncs until it has taken office again, for a moment
+                return client.agent_sync(site, sync)
+            except NotLeaderError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
 
 
 @pytest.fixture

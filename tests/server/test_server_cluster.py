@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import httpx
@@ -206,3 +207,28 @@ def test_a_job_queued_by_the_sites_cluster_manager_shows_when_it_should_start(
     assert job.expected_start_at == server.clock.now() + 600
     assert job.reason == "queued by the cluster manager at singapore: Priority"
     assert job.state == "running"  # placed: onecluster's part is done, the site's is not
+
+
+def test_a_site_whose_agent_is_silent_takes_no_new_work_but_keeps_what_runs(
+    server: RunningServer,
+) -> None:
+    """Its running work keeps the site's lease (minutes: an outage of the control plane must
+    not stop it), but new work does not wait there for an agent that may be gone."""
+    server.config = replace(server.config, lease_s=300.0)  # these tests' 10 s ends first
+    server.restart()
+    running = start_one(server)  # at Singapore, the only H100 pool of vision's choice
+    admin = server.admin()
+    server.clock.advance(31.0)  # Singapore's agent says nothing for 31 s
+    site = {s.name: s for s in admin.sites()}["singapore"]
+    assert site.status == "degraded"
+    assert site.problem is not None and "not synced for 31 s" in site.problem
+    waiting = admin.submit(
+        JobSubmit(team="vision", gpus=8, duration_s=60.0, gpu_types=["H100"], command=["true"])
+    )
+    server.step()
+    assert admin.job(waiting.id).state == "pending"
+    assert admin.job(running).state == "running"
+    server.sync("singapore")  # it speaks again: up, and the job goes there
+    assert {s.name: s.status for s in admin.sites()}["singapore"] == "up"
+    server.step()
+    assert admin.job(waiting.id).state == "running"

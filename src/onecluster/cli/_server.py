@@ -48,13 +48,14 @@ def server(
         help="Seconds for a team's past GPU use to weigh half as much in fair share (7 days).",
     ),
     lease: float = typer.Option(
-        300.0,  # store.DEFAULT_LEASE_S, not imported: the CLI starts without SQLAlchemy
+        900.0,  # store.DEFAULT_LEASE_S, not imported: the CLI starts without SQLAlchemy
         "--lease",
         min=10.0,
         help=(
             "Seconds each agent sync keeps a site's work its own.  A site silent this long is "
-            "down and its jobs restart elsewhere; running jobs survive an outage of this server "
-            "of up to about lease − 5 % − the agents' stop grace − 4 s (271 s at 300).  "
+            "down and its jobs restart elsewhere (one silent 30 s already gets no new work); "
+            "running jobs survive an outage of the whole control plane of up to about "
+            "lease − 5 % − the agents' stop grace − 4 s (841 s at 900).  "
             "At least 10: a lease shorter than a heartbeat and a stop grace would stop every job."
         ),
     ),

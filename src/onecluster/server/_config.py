@@ -25,7 +25,7 @@ class ServerConfig:
     elsewhere (its agent has stopped them by then).  It is the trade-off between how fast a
     lost site's work restarts elsewhere and how long an outage of this server (or of a
     site's connection to it) running jobs survive: about ``lease_s`` less 5 %, less the agents'
-    stop grace, less their retry interval (271 s at 300 s; ``docs/architecture.md``, "Jobs
+    stop grace, less their retry interval (841 s at 900 s; ``docs/architecture.md``, "Jobs
     outlive the control plane").  ``grace_s``: how long an agent waits
     between SIGTERM and SIGKILL when told to stop an attempt.
 

@@ -185,16 +185,35 @@ def require_site(fabric: Fabric, site: str) -> None:
         raise NotFoundError(msg, hint=f"known sites: {', '.join(fabric.site_names)}")
 
 
+#: An agent syncs every second or so: one silent this long gets no new work, while the work
+#: it runs keeps its lease (``--lease``, minutes) — an outage of the control plane's side of
+#: the network must not stop it, and new work must not wait there for an agent that is gone.
+SILENT_S = 30.0
+
+
 def site_status(record: SiteRecord | None, *, now: float) -> SiteStatus:
     """``unknown`` before the first sync; ``down`` when marked or its lease ran out;
-    ``degraded`` while its agent says the site's cluster cannot take work; else ``up``."""
+    ``degraded`` while its agent says the site's cluster cannot take work, or has been silent
+    for :data:`SILENT_S`; else ``up``."""
     if record is None:
         return "unknown"
     if record.down or record.lease_ended(now):
         return "down"
-    if record.problem is not None:
+    if record.problem is not None or now - record.last_heartbeat > SILENT_S:
         return "degraded"
     return "up"
+
+
+def site_problem(record: SiteRecord | None, *, now: float) -> str | None:
+    """What keeps an up site from taking new work, in words (None when nothing does)."""
+    if record is None or record.down or record.lease_ended(now):
+        return None if record is None else record.problem
+    if record.problem is None and now - record.last_heartbeat > SILENT_S:
+        return (
+            f"its agent has not synced for {now - record.last_heartbeat:.0f} s: no new work "
+            "goes there; what runs keeps its lease"
+        )
+    return record.problem
 
 
 def cluster_view(
@@ -301,7 +320,7 @@ def sites_out(
                 jurisdiction=site.jurisdiction,
                 backend=site.backend,
                 status=status,
-                problem=None if record is None else record.problem,
+                problem=site_problem(record, now=now),
                 last_heartbeat=None if record is None else record.last_heartbeat,
                 pools=[
                     PoolOut(
