@@ -39,6 +39,7 @@ def test_pools_come_from_the_fabric_file() -> None:
         ({"pools": {"H100": 1}, "backend": "nomad"}, "not available in this agent"),
         ({"pools": {"H100": 1}, "server_url": "localhost:8000"}, "must start with http"),
         ({"pools": {"H100": 1}, "heartbeat_interval_s": 0}, "heartbeat interval"),
+        ({"pools": {"H100": 1}, "heartbeat_interval_s": 31}, "at most 10 s"),
     ],
 )
 def test_bad_configs_are_refused(fields: dict[str, Any], match: str) -> None:

@@ -20,6 +20,11 @@ __all__ = ["AgentConfig"]
 _BACKENDS = ("local", "slurm", "kubernetes")
 
 
+#: The longest heartbeat: a third of the silence after which the server gives a site no new
+#: work (``server/_views.py``, ``SILENT_S``), so that one late sync never closes a site.
+MAX_HEARTBEAT_S = 10.0
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AgentConfig:
     """Everything ``onecluster agent`` needs.
@@ -105,6 +110,13 @@ class AgentConfig:
             if not value > 0:
                 msg = f"{what} must be greater than 0 seconds (got {value})"
                 raise ValidationError(msg)
+        if self.heartbeat_interval_s > MAX_HEARTBEAT_S:
+            msg = (
+                f"the heartbeat interval must be at most {MAX_HEARTBEAT_S:g} s "
+                f"(got {self.heartbeat_interval_s:g}): the server gives a site silent for 30 s "
+                "no new work"
+            )
+            raise ValidationError(msg, hint="the default, 1 s, suits every site")
         if self.stop_grace_s < 0:
             msg = f"the stop grace period must not be negative (got {self.stop_grace_s})"
             raise ValidationError(msg)

@@ -13,6 +13,7 @@ after an upgrade (it revalidates them with their ``ETag``).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from importlib import resources
@@ -47,12 +48,16 @@ _ASSET = re.compile(r"^[a-z0-9][a-z0-9-]*\.(js|css|svg)$")
 _router = APIRouter(include_in_schema=False)
 
 
-def _read(name: str) -> bytes:
-    return resources.files("onecluster.server").joinpath("dashboard", name).read_bytes()
+@functools.cache
+def _read(name: str) -> tuple[bytes, str]:
+    """An asset's bytes and ETag, read once: the package's files do not change under a
+    running server (an upgrade restarts it)."""
+    body = resources.files("onecluster.server").joinpath("dashboard", name).read_bytes()
+    return body, '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
 
 
-def _answer(body: bytes, media_type: str, if_none_match: str | None) -> Response:
-    tag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
+def _answer(name: str, media_type: str, if_none_match: str | None) -> Response:
+    body, tag = _read(name)
     headers = {**_HEADERS, "ETag": tag}
     if if_none_match is not None and tag in {t.strip() for t in if_none_match.split(",")}:
         return Response(status_code=304, headers=headers)
@@ -62,7 +67,7 @@ def _answer(body: bytes, media_type: str, if_none_match: str | None) -> Response
 @_router.api_route("/", methods=["GET", "HEAD"])
 async def page(if_none_match: Annotated[str | None, Header()] = None) -> Response:
     """The dashboard's one page (it routes by ``#fragment``)."""
-    return _answer(_read("index.html"), "text/html; charset=utf-8", if_none_match)
+    return _answer("index.html", "text/html; charset=utf-8", if_none_match)
 
 
 @_router.api_route("/ui/{name}", methods=["GET", "HEAD"])
@@ -75,10 +80,9 @@ async def asset(
     if match is None:
         raise NotFoundError(f"the dashboard has no asset {name!r}")
     try:
-        body = _read(name)
+        return _answer(name, _TYPES["." + match.group(1)], if_none_match)
     except (FileNotFoundError, IsADirectoryError) as exc:
         raise NotFoundError(f"the dashboard has no asset {name!r}") from exc
-    return _answer(body, _TYPES["." + match.group(1)], if_none_match)
 
 
 def install_dashboard(app: FastAPI) -> None:

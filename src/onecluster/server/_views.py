@@ -199,21 +199,20 @@ def site_status(record: SiteRecord | None, *, now: float) -> SiteStatus:
         return "unknown"
     if record.down or record.lease_ended(now):
         return "down"
-    if record.problem is not None or now - record.last_heartbeat > SILENT_S:
-        return "degraded"
-    return "up"
+    return "up" if site_problem(record, now=now) is None else "degraded"
 
 
 def site_problem(record: SiteRecord | None, *, now: float) -> str | None:
-    """What keeps an up site from taking new work, in words (None when nothing does)."""
-    if record is None or record.down or record.lease_ended(now):
+    """What keeps a site from taking new work, in words: what its agent reported, else (for a
+    site not down) a silence of over :data:`SILENT_S`; None when nothing does."""
+    if record is None or record.problem is not None or record.down or record.lease_ended(now):
         return None if record is None else record.problem
-    if record.problem is None and now - record.last_heartbeat > SILENT_S:
+    if now - record.last_heartbeat > SILENT_S:
         return (
             f"its agent has not synced for {now - record.last_heartbeat:.0f} s: no new work "
             "goes there; what runs keeps its lease"
         )
-    return record.problem
+    return None
 
 
 def cluster_view(
