@@ -127,6 +127,15 @@ def test_a_share_of_a_circuit_outside_0_to_1_is_refused(
         config(tmp_path, **{name: share})
 
 
+def test_a_heartbeat_longer_than_a_third_of_the_silence_that_closes_a_site_is_refused(
+    tmp_path: Path,
+) -> None:
+    """The server tells its agents how often to sync: every 31 s would close each site to
+    new work for a moment of each cycle (a site silent 30 s takes none)."""
+    with pytest.raises(ValidationError, match="heartbeat_interval_s must be at most 10 s"):
+        config(tmp_path, heartbeat_interval_s=31.0)
+
+
 def test_the_shares_are_the_etiquette_of_transfers(tmp_path: Path) -> None:
     etiquette = config(tmp_path, bulk_share=0.8, relay_share=0.25).etiquette
     assert (etiquette.bulk_share, etiquette.relay_share) == (0.8, 0.25)

@@ -13,16 +13,12 @@ from onecluster.client import parse_servers
 from onecluster.errors import NotFoundError, ValidationError
 from onecluster.fabric import load_fabric
 from onecluster.logs import LogFormat
+from onecluster.model import MAX_HEARTBEAT_S
 from onecluster.telemetry import DEFAULT_PROBE_PORT
 
 __all__ = ["AgentConfig"]
 
 _BACKENDS = ("local", "slurm", "kubernetes")
-
-
-#: The longest heartbeat: a third of the silence after which the server gives a site no new
-#: work (``server/_views.py``, ``SILENT_S``), so that one late sync never closes a site.
-MAX_HEARTBEAT_S = 10.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -17,7 +17,7 @@ from onecluster.model._circuit import Circuit, LatencyObjective
 from onecluster.model._dataset import Dataset
 from onecluster.model._fabric import Fabric
 from onecluster.model._gang import gang_port
-from onecluster.model._health import CircuitState, EndView, LinkState, SiteStatus
+from onecluster.model._health import MAX_HEARTBEAT_S, CircuitState, EndView, LinkState, SiteStatus
 from onecluster.model._job import (
     TERMINAL_STATES,
     JobRecord,
@@ -35,6 +35,7 @@ __all__ = [
     "BACKENDS",
     "MAX_DATASET_BYTES",
     "MAX_GPUS",
+    "MAX_HEARTBEAT_S",
     "MAX_LABEL",
     "OBSERVED_ATTEMPT_STATES",
     "TERMINAL_STATES",

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from onecluster.errors import ValidationError
-from onecluster.model import Fabric
+from onecluster.model import MAX_HEARTBEAT_S, Fabric
 from onecluster.scheduler import PolicyConfig
 from onecluster.state_dir import DATABASE_FILE
 from onecluster.store import DEFAULT_LEASE_S
@@ -69,6 +69,12 @@ class ServerConfig:
             if not getattr(self, name) > 0:
                 msg = f"server setting {name} must be greater than 0 (got {getattr(self, name)})"
                 raise ValidationError(msg)
+        if self.heartbeat_interval_s > MAX_HEARTBEAT_S:
+            msg = (
+                f"server setting heartbeat_interval_s must be at most {MAX_HEARTBEAT_S:g} s "
+                f"(got {self.heartbeat_interval_s:g})"
+            )
+            raise ValidationError(msg)
         if self.grace_s < 0:
             msg = f"server setting grace_s must not be negative (got {self.grace_s})"
             raise ValidationError(msg)
