@@ -186,8 +186,14 @@ def server(tmp_path: Path, clock: ManualClock) -> Iterator[RunningServer]:
 
 @pytest.fixture(scope="module")
 def module_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    """One server for a whole module (its tests must not depend on each other's jobs)."""
+    """One server for a whole module (its tests must not depend on each other's jobs).
+
+    Alone on its database, it has nobody to hand the leadership to: a leader lease of 10 s,
+    not 2, so that a renewal late on a loaded host does not depose and re-elect it (a new
+    term, a ``leader_elected`` event) in the middle of a module that compares the database
+    before and after each request."""
     s = RunningServer(tmp_path_factory.mktemp("state"), ManualClock(T0))
+    s.config = replace(s.config, leader_lease_s=10.0)
     s.start()
     yield s
     s.stop()
